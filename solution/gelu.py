@@ -1,0 +1,27 @@
+"""Derivative of the tanh-approximated GELU, as a Triton device function.
+
+    gelu(x)  = 0.5 x (1 + tanh(u)),            u = sqrt(2/pi) (x + 0.044715 x^3)
+    gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx,   t = tanh(u),
+    du/dx    = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+
+tanh(u) is evaluated as 2 sigmoid(2u) - 1, which saturates cleanly to +-1 for large |u|.
+"""
+
+import math
+
+import triton
+import triton.language as tl
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # 0.7978845608028654, as in the reference
+GELU_COEFF = 0.044715
+
+
+@triton.jit
+def gelu_tanh_grad(x):
+    sqrt_2_over_pi: tl.constexpr = SQRT_2_OVER_PI
+    coeff: tl.constexpr = GELU_COEFF
+    x2 = x * x
+    u = sqrt_2_over_pi * (x + coeff * x2 * x)
+    t = 2.0 * tl.sigmoid(2.0 * u) - 1.0
+    du_dx = sqrt_2_over_pi * (1.0 + 3.0 * coeff * x2)
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx

@@ -1,0 +1,50 @@
+"""Stage 2: back through FC2 and the GELU, with the FC1 bias partial sums in the epilogue.
+
+    grad_gelu       = grad_residual @ fc2_weight              (M x H) @ (H x I), K = H = 512
+    grad_fc1_output = grad_gelu * gelu'(fc1_output)           elementwise, fp32
+    grad_fc1_bias   = sum_m grad_fc1_output                    (partial sums per row-block)
+
+GEMM operands are rounded to fp16 in registers and accumulated in fp32 (see README: fp16 operands
+pass 042's tolerance, bf16 and Triton's default TF32 truncation do not). `grad_fc1_output` is stored
+in fp16 because its only later uses are as a GEMM operand; the bias sums use the fp32 values.
+"""
+
+import triton
+import triton.language as tl
+
+from .gelu import gelu_tanh_grad
+from .tiling import grouped_tile
+
+
+@triton.jit
+def gelu_backward_gemm_kernel(
+    grad_residual,  # (M, H) fp32
+    fc2_weight,  # (H, I) fp32
+    fc1_output,  # (M, I) fp32
+    grad_fc1_output,  # out (M, I) fp16
+    bias_partials,  # out (cdiv(M, BLOCK_M), I) fp32
+    M,
+    H: tl.constexpr,
+    I: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), I // BLOCK_N, GROUP_M)
+    rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+    cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k in range(0, H, BLOCK_K):
+        ks = k + tl.arange(0, BLOCK_K)
+        a = tl.load(grad_residual + rows[:, None] * H + ks[None, :], mask=row_ok[:, None], other=0.0)
+        b = tl.load(fc2_weight + ks[:, None] * I + cols[None, :])
+        acc = tl.dot(a.to(tl.float16), b.to(tl.float16), acc)
+
+    offsets = rows[:, None] * I + cols[None, :]
+    x = tl.load(fc1_output + offsets, mask=row_ok[:, None], other=0.0)
+    d = acc * gelu_tanh_grad(x)  # zero on masked rows, since acc is
+    tl.store(grad_fc1_output + offsets, d.to(tl.float16), mask=row_ok[:, None])
+    tl.store(bias_partials + tile_m * I + cols, tl.sum(d, axis=0))

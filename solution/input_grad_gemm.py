@@ -1,0 +1,40 @@
+"""Stage 3: back through FC1 to the input, plus the residual branch.
+
+    grad_hidden_states = grad_fc1_output @ fc1_weight + grad_residual     (M x I) @ (I x H), K = I
+"""
+
+import triton
+import triton.language as tl
+
+from .tiling import grouped_tile
+
+
+@triton.jit
+def input_grad_gemm_kernel(
+    grad_fc1_output,  # (M, I) fp16
+    fc1_weight,  # (I, H) fp32
+    grad_residual,  # (M, H) fp32
+    grad_hidden_states,  # out (M, H) fp32
+    M,
+    H: tl.constexpr,
+    I: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), H // BLOCK_N, GROUP_M)
+    rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+    cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k in range(0, I, BLOCK_K):
+        ks = k + tl.arange(0, BLOCK_K)
+        a = tl.load(grad_fc1_output + rows[:, None] * I + ks[None, :], mask=row_ok[:, None], other=0.0)
+        b = tl.load(fc1_weight + ks[:, None] * H + cols[None, :])
+        acc = tl.dot(a, b.to(tl.float16), acc)
+
+    offsets = rows[:, None] * H + cols[None, :]
+    acc += tl.load(grad_residual + offsets, mask=row_ok[:, None], other=0.0)
+    tl.store(grad_hidden_states + offsets, acc, mask=row_ok[:, None])

@@ -1,0 +1,110 @@
+"""Stage 4: the weight gradients (contractions over all tokens) and the final column sums.
+
+    grad_fc2_weight = grad_residual^T   @ gelu_output      (H x M) @ (M x I)
+    grad_fc1_weight = grad_fc1_output^T @ hidden_states    (I x M) @ (M x H)
+
+One launch holds both GEMMs and the reductions of the earlier stages' per-program partial sums:
+programs [0, T2) own the tiles of grad_fc2_weight, [T2, T2 + T1) those of grad_fc1_weight, and the
+last ones each sum one H-wide column chunk: grad_ln_weight, grad_ln_bias, grad_fc2_bias (from the
+LayerNorm partials), then the I / H chunks of grad_fc1_bias. Every tile loops over all tokens in a
+fixed order, so the result is deterministic.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _token_contraction(
+    x,  # (M, P)
+    y,  # (M, Q)
+    out,  # out (P, Q) fp32: out = x^T @ y
+    M,
+    P: tl.constexpr,
+    Q: tl.constexpr,
+    tile_p,
+    tile_q,
+    BLOCK_P: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    ps = tile_p * BLOCK_P + tl.arange(0, BLOCK_P)
+    qs = tile_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    acc = tl.zeros([BLOCK_P, BLOCK_Q], dtype=tl.float32)
+    for k in range(0, M, BLOCK_K):
+        ms = k + tl.arange(0, BLOCK_K).to(tl.int64)
+        m_ok = ms < M
+        xt = tl.load(x + ms[:, None] * P + ps[None, :], mask=m_ok[:, None], other=0.0)
+        yt = tl.load(y + ms[:, None] * Q + qs[None, :], mask=m_ok[:, None], other=0.0)
+        acc = tl.dot(tl.trans(xt.to(tl.float16)), yt.to(tl.float16), acc)
+    tl.store(out + ps[:, None] * Q + qs[None, :], acc)
+
+
+@triton.jit
+def _column_sum(
+    src,  # (n_rows, row_stride) fp32, the COLS columns from src on
+    row_stride,
+    n_rows,
+    dst,  # out (COLS,) fp32
+    COLS: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+):
+    cols = tl.arange(0, COLS)
+    acc = tl.zeros([COLS], dtype=tl.float32)
+    for r in range(0, n_rows, BLOCK_R):
+        rows = r + tl.arange(0, BLOCK_R)
+        block = tl.load(src + rows[:, None] * row_stride + cols[None, :], mask=(rows < n_rows)[:, None], other=0.0)
+        acc += tl.sum(block, axis=0)
+    tl.store(dst + cols, acc)
+
+
+@triton.jit
+def weight_grad_kernel(
+    grad_residual,  # (M, H) fp32
+    gelu_output,  # (M, I) fp32
+    grad_fc1_output,  # (M, I) fp16
+    hidden_states,  # (M, H) fp32
+    ln_partials,  # (num_ln_partials, 3, H) fp32, from stage 1
+    num_ln_partials,
+    bias_partials,  # (num_bias_partials, I) fp32, from stage 2
+    num_bias_partials,
+    grad_fc2_weight,  # out (H, I) fp32
+    grad_fc1_weight,  # out (I, H) fp32
+    grad_ln_weight,  # out (H,) fp32
+    grad_ln_bias,  # out (H,) fp32
+    grad_fc2_bias,  # out (H,) fp32
+    grad_fc1_bias,  # out (I,) fp32
+    M,
+    H: tl.constexpr,
+    I: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SUM_BLOCK_R: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    fc2_tiles: tl.constexpr = (H // BLOCK_P) * (I // BLOCK_Q)
+    fc1_tiles: tl.constexpr = (I // BLOCK_P) * (H // BLOCK_Q)
+    if pid < fc2_tiles:
+        _token_contraction(grad_residual, gelu_output, grad_fc2_weight, M, H, I,
+                           pid // (I // BLOCK_Q), pid % (I // BLOCK_Q), BLOCK_P, BLOCK_Q, BLOCK_K)
+    elif pid < fc2_tiles + fc1_tiles:
+        tile = pid - fc2_tiles
+        _token_contraction(grad_fc1_output, hidden_states, grad_fc1_weight, M, I, H,
+                           tile // (H // BLOCK_Q), tile % (H // BLOCK_Q), BLOCK_P, BLOCK_Q, BLOCK_K)
+    else:
+        chunk = pid - fc2_tiles - fc1_tiles
+        if chunk == 0:
+            _column_sum(ln_partials, 3 * H, num_ln_partials, grad_ln_weight, H, SUM_BLOCK_R)
+        elif chunk == 1:
+            _column_sum(ln_partials + H, 3 * H, num_ln_partials, grad_ln_bias, H, SUM_BLOCK_R)
+        elif chunk == 2:
+            _column_sum(ln_partials + 2 * H, 3 * H, num_ln_partials, grad_fc2_bias, H, SUM_BLOCK_R)
+        else:
+            offset = (chunk - 3) * H
+            _column_sum(bias_partials + offset, I, num_bias_partials, grad_fc1_bias + offset, H, SUM_BLOCK_R)
+
+
+def weight_grad_programs(H: int, I: int, block_p: int, block_q: int) -> int:
+    """Grid size: both GEMMs' tiles, then the 3 LayerNorm sums and the I / H chunks of the FC1 bias."""
+    return (H // block_p) * (I // block_q) + (I // block_p) * (H // block_q) + 3 + I // H
