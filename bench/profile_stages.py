@@ -1,0 +1,113 @@
+"""Time the solution and each of its kernels, for launch-configuration variants, on the GPU.
+
+Whole call: `triton.testing.do_bench` (CUDA events, L2 flushed before every call, median).
+Per kernel: torch.profiler's CUPTI kernel records, averaged over the profiled calls.
+These are tuning numbers, not the official timer (which also counts launch gaps under CUPTI
+tracing): see evaluation/ for that.
+
+    python bench/profile_stages.py --tokens 131072 17312 --sweep --out out/stages.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections import defaultdict
+
+import torch
+import triton
+
+import reference
+from bench.provenance import provenance
+from solution import configs
+from solution.configs import GemmConfig
+from solution.ffn_backward import run as solution_run
+
+# Variants of one stage's GEMM configuration, tried with the other stages at the default.
+SWEEP = {
+    "gelu_gemm": [
+        GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 256, 32, 8, 3), GemmConfig(64, 128, 64, 4, 4),
+        GemmConfig(128, 128, 32, 4, 4),
+    ],
+    "input_gemm": [
+        GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 256, 64, 8, 3), GemmConfig(64, 128, 64, 4, 4),
+        GemmConfig(128, 128, 64, 4, 4),
+    ],
+    "weight_gemm": [
+        GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 256, 32, 8, 3), GemmConfig(128, 128, 32, 4, 4),
+    ],
+}
+
+
+def _inputs(tokens: int, device):
+    torch.manual_seed(0)
+    inputs = reference.make_inputs(1, tokens, device)
+    shapes = reference.output_shapes(1, tokens)
+    outputs = [torch.empty(shapes[n], device=device) for n in reference.OUTPUT_NAMES]
+    return inputs, outputs
+
+
+def _kernel_times(call, iters: int = 5) -> dict[str, float]:
+    call()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            call()
+        torch.cuda.synchronize()
+    totals = defaultdict(float)
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            totals[e.name] += e.device_time / 1000.0 / iters  # us -> ms
+    return dict(totals)
+
+
+def measure(tokens: int, plan: configs.LaunchPlan, device) -> dict:
+    arch = configs.architecture(device)
+    saved = configs.PLANS[arch]
+    configs.PLANS[arch] = plan
+    try:
+        inputs, outputs = _inputs(tokens, device)
+        call = lambda: solution_run(*inputs, *outputs)  # noqa: E731
+        ms = triton.testing.do_bench(call, warmup=25, rep=200, return_mode="median")
+        kernels = _kernel_times(call)
+    finally:
+        configs.PLANS[arch] = saved
+    flops = 4 * 2 * tokens * 512 * 2048
+    return {"tokens": tokens, "ms": ms, "tflops": flops / ms / 1e9, "kernels_ms": kernels,
+            "plan": dataclasses.asdict(plan)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, nargs="+", default=[128, 1163, 17312, 131072])
+    parser.add_argument("--sweep", action="store_true", help="also try the SWEEP variants")
+    parser.add_argument("--out", default="out/stages.json")
+    args = parser.parse_args(argv)
+    device = torch.device("cuda")
+    base = configs.launch_plan(device)
+    rows = []
+    for tokens in args.tokens:
+        variants = [("default", base)]
+        if args.sweep:
+            variants += [(f"{stage}={c.block_m}x{c.block_n}x{c.block_k}w{c.num_warps}s{c.num_stages}",
+                          dataclasses.replace(base, **{stage: c})) for stage, cs in SWEEP.items() for c in cs]
+        for name, plan in variants:
+            try:
+                r = measure(tokens, plan, device)
+            except Exception as e:  # an over-sized config fails to compile: record it and go on
+                r = {"tokens": tokens, "error": repr(e)[:300]}
+            r["variant"] = name
+            rows.append(r)
+            ks = " ".join(f"{k.replace('_kernel', '')}={v * 1000:.0f}us" for k, v in sorted(r.get("kernels_ms", {}).items()))
+            print(f"M={tokens:>6} {name:>36}: {r.get('ms', float('nan')) * 1000:9.1f} us "
+                  f"{r.get('tflops', 0):6.1f} TFLOP/s | {ks or r.get('error')}", flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"provenance": provenance("do_bench median (CUDA events, L2 flushed); torch.profiler kernel times"),
+                   "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
