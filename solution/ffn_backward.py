@@ -19,15 +19,92 @@ Inputs are never written; `residual_output` is not needed (the LayerNorm backwar
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from types import SimpleNamespace
+
 import torch
 import triton
 
-from .arguments import check_arguments
-from .configs import launch_plan, multiprocessor_count
+from .arguments import Dims, check_arguments
+from .configs import LaunchPlan, launch_plan, multiprocessor_count
 from .gelu_backward_gemm import gelu_backward_gemm_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import layernorm_backward_kernel
 from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
+
+
+INPUT_NAMES = (
+    "grad_output", "hidden_states", "fc1_weight", "fc1_output", "gelu_output", "fc2_weight",
+    "residual_output", "normalized", "var", "ln_weight",
+)  # then eps
+OUTPUT_NAMES = (
+    "grad_hidden_states", "grad_fc1_weight", "grad_fc1_bias", "grad_fc2_weight", "grad_fc2_bias",
+    "grad_ln_weight", "grad_ln_bias",
+)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: `kernel[grid](*args, **constexprs, **options)`."""
+
+    kernel: triton.JITFunction
+    grid: tuple[int, ...]
+    args: tuple
+    constexprs: dict
+    options: dict
+
+    def __call__(self) -> None:
+        self.kernel[self.grid](*self.args, **self.constexprs, **self.options)
+
+
+def build_launches(dims: Dims, inputs: dict, eps, outputs: dict, plan: LaunchPlan) -> list[Launch]:
+    """Allocate the workspaces and describe every launch, in order, for checked arguments.
+
+    All host work happens here, before the first launch: the benchmark's timer counts host time
+    between launches but not before the first one.
+    """
+    M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
+    x, y = SimpleNamespace(**inputs), SimpleNamespace(**outputs)
+    g2, g3, g4 = plan.gelu_gemm, plan.input_gemm, plan.weight_gemm
+
+    ln_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
+    bias_partial_rows = triton.cdiv(M, g2.block_m)
+    grad_residual = torch.empty((M, H), dtype=torch.float32, device=device)
+    grad_fc1_output = torch.empty((M, I), dtype=torch.float16, device=device)
+    ln_partials = torch.empty((ln_programs, 3, H), dtype=torch.float32, device=device)
+    bias_partials = torch.empty((bias_partial_rows, I), dtype=torch.float32, device=device)
+
+    def gemm_meta(g):
+        return dict(BLOCK_M=g.block_m, BLOCK_N=g.block_n, BLOCK_K=g.block_k, GROUP_M=g.group_m)
+
+    def gemm_options(g):
+        return dict(num_warps=g.num_warps, num_stages=g.num_stages)
+
+    launches = [
+        Launch(layernorm_backward_kernel, (ln_programs,),
+               (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), grad_residual, ln_partials, M),
+               dict(H=H, BLOCK_M=plan.layernorm_block_m), dict(num_warps=4)),
+    ]
+    if M > 0:
+        launches += [
+            Launch(gelu_backward_gemm_kernel, (bias_partial_rows * (I // g2.block_n),),
+                   (grad_residual, x.fc2_weight, x.fc1_output, grad_fc1_output, bias_partials, M),
+                   dict(H=H, I=I, **gemm_meta(g2)), gemm_options(g2)),
+            Launch(input_grad_gemm_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),
+                   (grad_fc1_output, x.fc1_weight, grad_residual, y.grad_hidden_states, M),
+                   dict(H=H, I=I, **gemm_meta(g3)), gemm_options(g3)),
+        ]
+    launches.append(
+        Launch(weight_grad_kernel, (weight_grad_programs(H, I, g4.block_m, g4.block_n),),
+               (grad_residual, x.gelu_output, grad_fc1_output, x.hidden_states,
+                ln_partials, ln_programs, bias_partials, bias_partial_rows,
+                y.grad_fc2_weight, y.grad_fc1_weight, y.grad_ln_weight, y.grad_ln_bias, y.grad_fc2_bias,
+                y.grad_fc1_bias, M),
+               dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k,
+                    SUM_BLOCK_R=plan.sum_block_r),
+               gemm_options(g4)),
+    )
+    return launches
 
 
 def run(
@@ -50,48 +127,10 @@ def run(
     grad_ln_weight,
     grad_ln_bias,
 ) -> None:
-    inputs = dict(
-        grad_output=grad_output, hidden_states=hidden_states, fc1_weight=fc1_weight, fc1_output=fc1_output,
-        gelu_output=gelu_output, fc2_weight=fc2_weight, residual_output=residual_output,
-        normalized=normalized, var=var, ln_weight=ln_weight,
-    )
-    outputs = dict(
-        grad_hidden_states=grad_hidden_states, grad_fc1_weight=grad_fc1_weight, grad_fc1_bias=grad_fc1_bias,
-        grad_fc2_weight=grad_fc2_weight, grad_fc2_bias=grad_fc2_bias, grad_ln_weight=grad_ln_weight,
-        grad_ln_bias=grad_ln_bias,
-    )
+    """The benchmark's entry point: the 11 inputs in definition order, then the 7 outputs."""
+    args = locals()
+    inputs = {name: args[name] for name in INPUT_NAMES}
+    outputs = {name: args[name] for name in OUTPUT_NAMES}
     dims = check_arguments(inputs, eps, outputs)
-    M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
-    plan = launch_plan(device)
-    g2, g3, g4 = plan.gelu_gemm, plan.input_gemm, plan.weight_gemm
-
-    # Workspaces, all allocated before the first launch (host work between launches is timed).
-    ln_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
-    bias_partial_rows = triton.cdiv(M, g2.block_m)
-    grad_residual = torch.empty((M, H), dtype=torch.float32, device=device)
-    grad_fc1_output = torch.empty((M, I), dtype=torch.float16, device=device)
-    ln_partials = torch.empty((ln_programs, 3, H), dtype=torch.float32, device=device)
-    bias_partials = torch.empty((bias_partial_rows, I), dtype=torch.float32, device=device)
-
-    layernorm_backward_kernel[(ln_programs,)](
-        grad_output, normalized, var, ln_weight, float(eps), grad_residual, ln_partials,
-        M, H=H, BLOCK_M=plan.layernorm_block_m, num_warps=4,
-    )
-    if M > 0:
-        gelu_backward_gemm_kernel[(bias_partial_rows * (I // g2.block_n),)](
-            grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M, H=H, I=I,
-            BLOCK_M=g2.block_m, BLOCK_N=g2.block_n, BLOCK_K=g2.block_k, GROUP_M=g2.group_m,
-            num_warps=g2.num_warps, num_stages=g2.num_stages,
-        )
-        input_grad_gemm_kernel[(triton.cdiv(M, g3.block_m) * (H // g3.block_n),)](
-            grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states, M, H=H, I=I,
-            BLOCK_M=g3.block_m, BLOCK_N=g3.block_n, BLOCK_K=g3.block_k, GROUP_M=g3.group_m,
-            num_warps=g3.num_warps, num_stages=g3.num_stages,
-        )
-    weight_grad_kernel[(weight_grad_programs(H, I, g4.block_m, g4.block_n),)](
-        grad_residual, gelu_output, grad_fc1_output, hidden_states,
-        ln_partials, ln_programs, bias_partials, bias_partial_rows,
-        grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias,
-        M, H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, SUM_BLOCK_R=plan.sum_block_r,
-        num_warps=g4.num_warps, num_stages=g4.num_stages,
-    )
+    for launch in build_launches(dims, inputs, eps, outputs, launch_plan(dims.device)):
+        launch()

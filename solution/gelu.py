@@ -12,16 +12,14 @@ import math
 import triton
 import triton.language as tl
 
-SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # 0.7978845608028654, as in the reference
-GELU_COEFF = 0.044715
+SQRT_2_OVER_PI = tl.constexpr(math.sqrt(2.0 / math.pi))  # 0.7978845608028654, as in the reference
+GELU_COEFF = tl.constexpr(0.044715)
 
 
 @triton.jit
 def gelu_tanh_grad(x):
-    sqrt_2_over_pi: tl.constexpr = SQRT_2_OVER_PI
-    coeff: tl.constexpr = GELU_COEFF
     x2 = x * x
-    u = sqrt_2_over_pi * (x + coeff * x2 * x)
+    u = SQRT_2_OVER_PI * (x + GELU_COEFF * x2 * x)
     t = 2.0 * tl.sigmoid(2.0 * u) - 1.0
-    du_dx = sqrt_2_over_pi * (1.0 + 3.0 * coeff * x2)
+    du_dx = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_COEFF * x2)
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx

@@ -1,0 +1,113 @@
+"""Compile every kernel of the solution for a GPU target, without a GPU, and check the result.
+
+Triton compiles for any CUDA target on a machine without one (it ships ptxas). For each target
+architecture and the launch plan configured for it, this builds the solution's launches on small CPU
+tensors, compiles each kernel with the same constexprs and options, and checks that
+  - it compiles (a shared-memory or register budget overflow, or an unsupported op, fails here),
+  - its static shared memory fits the architecture's per-block limit,
+  - GEMM kernels use the architecture's tensor-core instructions (wgmma on sm_90, tcgen05 on sm_100).
+Must run without TRITON_INTERPRET (the interpreter replaces the compiler).
+
+    python bench/compile_check.py [--arch sm_90 sm_100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+import reference
+from solution import configs
+from solution.arguments import Dims
+from solution.ffn_backward import INPUT_NAMES, OUTPUT_NAMES, build_launches
+
+
+@dataclass(frozen=True)
+class Target:
+    capability: int
+    warp_size: int
+    max_shared_bytes: int  # per block, opt-in maximum
+    tensor_core_op: str  # PTX mnemonic of the tensor-core MMA the GEMMs must use
+
+
+TARGETS = {
+    "sm_90": Target(90, 32, 227 * 1024, "wgmma"),
+    "sm_100": Target(100, 32, 227 * 1024, "tcgen05.mma"),
+}
+GEMM_KERNELS = {"gelu_backward_gemm_kernel", "input_grad_gemm_kernel", "weight_grad_kernel"}
+_TYPES = {torch.float32: "*fp32", torch.float16: "*fp16"}
+
+
+def _signature(launch) -> tuple[dict, dict]:
+    fn = launch.kernel
+    runtime_names = [n for n in fn.arg_names if n not in launch.constexprs]
+    sig = {}
+    for name, value in zip(runtime_names, launch.args):
+        if isinstance(value, torch.Tensor):
+            sig[name] = _TYPES[value.dtype]
+        elif isinstance(value, float):
+            sig[name] = "fp32"
+        else:
+            sig[name] = "i32"
+    for name in launch.constexprs:
+        sig[name] = "constexpr"
+    ordered = {n: sig[n] for n in fn.arg_names}
+    constexprs = {(fn.arg_names.index(n),): v for n, v in launch.constexprs.items()}
+    return ordered, constexprs
+
+
+def example_launches(plan: configs.LaunchPlan, tokens: int = 256):
+    torch.manual_seed(0)
+    values = reference.make_inputs(1, tokens, "cpu")
+    inputs = dict(zip(INPUT_NAMES, values[:-1]))
+    shapes = reference.output_shapes(1, tokens)
+    outputs = {n: torch.empty(shapes[n]) for n in OUTPUT_NAMES}
+    dims = Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu"))
+    return build_launches(dims, inputs, values[-1], outputs, plan)
+
+
+def check(arch: str) -> list[str]:
+    target = TARGETS[arch]
+    problems = []
+    for launch in example_launches(configs.PLANS[arch]):
+        name = launch.kernel.__name__
+        signature, constexprs = _signature(launch)
+        src = ASTSource(fn=launch.kernel, signature=signature, constexprs=constexprs)
+        try:
+            compiled = triton.compile(src, target=GPUTarget("cuda", target.capability, target.warp_size),
+                                      options=launch.options)
+        except Exception as e:  # report every kernel, not only the first failure
+            problems.append(f"{arch} {name}: does not compile: {str(e).splitlines()[0] if str(e) else repr(e)}")
+            continue
+        shared = compiled.metadata.shared
+        uses_mma = target.tensor_core_op in compiled.asm["ptx"]
+        print(f"{arch} {name:>28}: shared {shared / 1024:6.1f} KiB, {target.tensor_core_op}: {uses_mma}")
+        if shared > target.max_shared_bytes:
+            problems.append(f"{arch} {name}: {shared} bytes of shared memory > {target.max_shared_bytes}")
+        if name in GEMM_KERNELS and not uses_mma:
+            problems.append(f"{arch} {name}: no {target.tensor_core_op} in the PTX")
+    return problems
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", nargs="+", default=list(TARGETS), choices=list(TARGETS))
+    args = parser.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        print("compile_check: unset TRITON_INTERPRET (the interpreter replaces the compiler)", file=sys.stderr)
+        return 2
+    problems = [p for arch in args.arch for p in check(arch)]
+    for p in problems:
+        print("FAIL", p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
