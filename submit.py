@@ -1,0 +1,333 @@
+"""Package `solution/` into `solution.json`, and check the package the way the official driver runs it.
+
+    python submit.py                     # write solution.json at the repository root
+    python submit.py --check             # ... then run it on the stored fixtures
+    python submit.py --check --no-write  # check an existing solution.json as it is
+
+Format: protocol.md section 1.3 and Appendix A. Every file under the solution dir becomes a source
+(recursively, minus __pycache__ and *.pyc), sorted by path; paths are relative to the directory of
+the output file, the directory the official CLI resolves them against (section 4.1): `solution/...`
+for the default output. The output is deterministic (no timestamps) and written atomically.
+
+Besides the official rules (`schemas.validate.validate_solution`) packaging refuses, as the hardening of
+section 7 recommends: an empty file (the official loader rejects empty content, section 1.3; named here
+by its path), any path component that is a reserved staging name (section 2.1), and any path component
+that is the name of an installed module (section 3.11: the staging dir is first on sys.path, so a
+`triton.py` shadows triton). Every component is checked, not only the top-level one, because a module
+shadows as soon as its own directory lands on sys.path (`python solution/x.py`, a flattening packager).
+
+`--check` unpacks the file into a temporary staging dir laid out as in section 2.1 and, in a
+subprocess whose cwd and sys.path[0] are that dir, imports the entry point as section 2.2 step 8
+does, then runs it destination-passing style on every stored fixture and compares each output with
+`reference.check_output` at `FIXTURE_TOLERANCE`. Without CUDA it runs on the CPU with
+TRITON_INTERPRET=1 set in the subprocess environment, before anything imports triton.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path, PurePosixPath
+
+from schemas.validate import SchemaError, validate_solution
+
+NAME = "ffn042_triton_fused_backward"
+AUTHOR = "ffn042"
+DESCRIPTION = (
+    "Fused Triton backward pass of the FFN block (tanh-GELU expansion, contraction, residual, LayerNorm)."
+)
+ENTRY_FILE = "ffn_backward.py"
+ENTRY_FUNCTION = "run"
+LANGUAGES = ["triton"]
+TARGET_HARDWARE = ["B200"]
+DEPENDENCIES = ["torch", "triton"]
+
+ROOT = Path(__file__).resolve().parent
+DEFINITION_FILE = ROOT / "definition.json"
+WORKLOAD_FILE = ROOT / "workload.jsonl"
+
+# protocol.md 2.1: files the packager and the driver write into the staging dir.
+RESERVED_NAMES = frozenset({
+    "definition.json", "workload.jsonl", "solution.json", "config.json",
+    "eval_driver.py", "build_ext.py", "_reference.py", "benchmark_kernel.so",
+})
+# protocol.md 3.11 and 5: top-level modules of the evaluation image, refused even where they are not
+# installed locally (e.g. cupti on a machine without a GPU).
+EVALUATION_IMAGE_MODULES = frozenset({
+    "torch", "torchvision", "triton", "cupti", "numpy", "safetensors", "pydantic", "pydantic_core",
+    "click", "rich", "ninja", "datasets", "cuda", "cutlass", "cudnn", "tvm_ffi", "sol_execbench",
+})
+SKIPPED_DIRS = frozenset({"__pycache__"})
+SKIPPED_SUFFIXES = (".pyc",)
+
+
+class Refused(Exception):
+    """The solution cannot be packaged; the message names the file and the rule."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Packaging
+
+
+def relative_path(path: Path, base: Path) -> str:
+    """`path` relative to `base` with `/` separators; `..` where it lies outside (refused later)."""
+    return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
+
+
+def collect_sources(solution_dir: Path, base: Path) -> list[dict]:
+    """Every file under `solution_dir` as `{path, content}`, sorted by path."""
+    sources = []
+    for file in solution_dir.rglob("*"):
+        skipped = SKIPPED_DIRS & set(file.relative_to(solution_dir).parts) or file.name.endswith(SKIPPED_SUFFIXES)
+        if skipped or not file.is_file():
+            continue
+        path = relative_path(file, base)
+        try:
+            content = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise Refused(f"{path}: not UTF-8 text ({exc.reason}); sources are text files") from exc
+        if not content:
+            raise Refused(f"{path}: empty file (solution.json needs non-empty content, protocol.md 1.3)")
+        sources.append({"path": path, "content": content})
+    if not sources:
+        raise Refused(f"{solution_dir}: no source files")
+    return sorted(sources, key=lambda source: source["path"])
+
+
+def build_solution(solution_dir: Path, base: Path) -> dict:
+    """The solution.json object for `solution_dir`, its paths relative to `base`."""
+    definition_name = json.loads(DEFINITION_FILE.read_text(encoding="utf-8"))["name"]
+    entry_file = f"{relative_path(solution_dir, base)}/{ENTRY_FILE}"
+    return {
+        "name": NAME,
+        "definition": definition_name,
+        "author": AUTHOR,
+        "description": DESCRIPTION,
+        "spec": {
+            "languages": LANGUAGES,
+            "target_hardware": TARGET_HARDWARE,
+            "entry_point": f"{entry_file}::{ENTRY_FUNCTION}",
+            "dependencies": DEPENDENCIES,
+            "destination_passing_style": True,
+        },
+        "sources": collect_sources(solution_dir, base),
+    }
+
+
+def _module_name(component: str) -> str | None:
+    """The module a path component would be imported as (a directory or a module file), if any."""
+    for suffix in sorted(importlib.machinery.all_suffixes(), key=len, reverse=True):
+        if component.endswith(suffix):
+            component = component[: -len(suffix)]
+            break
+    else:
+        if "." in component:
+            return None  # a data file (e.g. README.md) is never imported
+    return component if component.isidentifier() else None
+
+
+def _is_own_package(spec: importlib.machinery.ModuleSpec) -> bool:
+    """A top-level package or module of this repository (e.g. `solution`, installed editable)."""
+    if spec.submodule_search_locations:
+        locations = list(spec.submodule_search_locations)
+    elif spec.has_location:
+        locations = [spec.origin]
+    else:
+        return False  # built-in or frozen
+    return all(Path(location).resolve().parent == ROOT for location in locations)
+
+
+def shadowed_module(name: str) -> str | None:
+    """Where the module `name` that a source would shadow lives, or None if it shadows nothing."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except ValueError:  # imported without a spec, e.g. __main__: nothing to shadow
+        return None
+    if spec is not None and not _is_own_package(spec):
+        return spec.origin if spec.has_location else "built in"
+    if name in EVALUATION_IMAGE_MODULES:
+        return "the evaluation image (protocol.md 3.11)"
+    return None
+
+
+def refusals(solution: dict) -> list[str]:
+    """The staging-name and shadowing rules above, one message per broken rule and path component."""
+    problems = []
+    for path in (source["path"] for source in solution["sources"]):
+        for component in PurePosixPath(path).parts:
+            if component in RESERVED_NAMES:
+                problems.append(f"{path}: {component!r} is a reserved staging name (protocol.md 2.1)")
+            name = _module_name(component)
+            where = name and shadowed_module(name)
+            if where:
+                problems.append(f"{path}: {component!r} would shadow the installed module {name!r} ({where})")
+    return problems
+
+
+def check_solution(solution: dict) -> None:
+    """Raise Refused unless the object passes the official rules and then the hardening ones."""
+    try:
+        validate_solution(solution)
+    except SchemaError as exc:
+        raise Refused(str(exc)) from exc
+    problems = refusals(solution)
+    if problems:
+        raise Refused("\n".join(problems))
+
+
+def render(solution: dict) -> str:
+    return json.dumps(solution, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """A temporary file in the target's directory, then os.replace: readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def load_solution(path: Path) -> dict:
+    """An existing solution.json, checked like a freshly packaged one."""
+    try:
+        solution = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise Refused(f"{path}: {exc}") from exc
+    check_solution(solution)
+    return solution
+
+
+# ---------------------------------------------------------------------------------------------------
+# Checking
+
+# Runs in the subprocess: sys.path[0] = staging first (protocol.md 2.2 step 2), then this file.
+_CHILD_BOOTSTRAP = """\
+import sys
+sys.path[0] = sys.argv[1]
+from importlib.util import module_from_spec, spec_from_file_location
+spec = spec_from_file_location("_submit", sys.argv[2])
+submit = module_from_spec(spec)
+spec.loader.exec_module(submit)
+sys.exit(submit.check_staged(sys.argv[1]))
+"""
+
+
+def stage(solution_file: Path, solution: dict, staging: Path) -> None:
+    """The staging layout of protocol.md 2.1: the problem files, solution.json, then every source."""
+    for file in (DEFINITION_FILE, WORKLOAD_FILE):
+        (staging / file.name).write_bytes(file.read_bytes())
+    (staging / "solution.json").write_bytes(solution_file.read_bytes())
+    for source in solution["sources"]:
+        target = staging / source["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source["content"], encoding="utf-8")
+
+
+def run_check(solution_file: Path, solution: dict) -> int:
+    """Stage `solution_file` (parsed: `solution`) and run `check_staged` there in a subprocess; its
+    exit status."""
+    import torch  # only the check needs torch; packaging stays fast
+
+    env = dict(os.environ)
+    if not torch.cuda.is_available():
+        env["TRITON_INTERPRET"] = "1"
+    with tempfile.TemporaryDirectory(prefix="ffn042_staging_") as tmp:
+        staging = Path(tmp)
+        stage(solution_file, solution, staging)
+        command = [sys.executable, "-c", _CHILD_BOOTSTRAP, str(staging), str(Path(__file__).resolve())]
+        return subprocess.run(command, cwd=staging, env=env).returncode
+
+
+def import_entry_point(entry_point: str, staging: Path):
+    """protocol.md 2.2 step 8: module = entry file minus `.py`, `/` -> `.`; then getattr."""
+    file, function = entry_point.split("::")
+    module = importlib.import_module(file.removesuffix(".py").replace("/", "."))
+    origin = Path(module.__file__).resolve()
+    if not origin.is_relative_to(staging.resolve()):
+        raise SystemExit(f"entry module {module.__name__} was imported from {origin}, not from the staging dir")
+    return getattr(module, function)
+
+
+def check_staged(staging: str) -> int:
+    """In the subprocess: run the staged entry point on every fixture; 0 if every output passes."""
+    import torch
+
+    from reference import DEFINITION, OUTPUT_NAMES, check_output, output_shapes
+    from reference.fixtures import FIXTURE_TOLERANCE, fixture_paths, load_fixture
+
+    staging = Path(staging)
+    solution = json.loads((staging / "solution.json").read_text(encoding="utf-8"))
+    fn = import_entry_point(solution["spec"]["entry_point"], staging)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    failures = 0
+    for path in fixture_paths():
+        fixture = load_fixture(path, device)
+        shapes = output_shapes(fixture.batch_size, fixture.seq_len)
+        outputs = [
+            torch.zeros(shapes[name], dtype=getattr(torch, DEFINITION["outputs"][name]["dtype"]), device=device)
+            for name in OUTPUT_NAMES
+        ]
+        fn(*fixture.inputs, *outputs)
+        for name, out in zip(OUTPUT_NAMES, outputs):
+            verdict = check_output(out, fixture.expected[name], FIXTURE_TOLERANCE)
+            failures += not verdict.passed
+            status = "ok" if verdict.passed else f"FAIL ({verdict.reason})"
+            print(
+                f"{fixture.name} {name}: matched {verdict.matched:.4%}, worst ratio {verdict.worst_ratio:.3g} {status}",
+                flush=True,
+            )
+    print(f"check on {device.type}: {'PASSED' if failures == 0 else f'{failures} output(s) FAILED'}")
+    return 1 if failures else 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# CLI
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--solution-dir", type=Path, default=ROOT / "solution", help="directory to package (default: solution)"
+    )
+    parser.add_argument(
+        "--output", type=Path, default=ROOT / "solution.json", help="file to write (default: solution.json)"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="run the packaged entry point on the fixtures from a staging dir"
+    )
+    parser.add_argument(
+        "--no-write", action="store_true", help="do not package; validate (and with --check, check) --output as it is"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if args.no_write:
+            solution = load_solution(args.output)
+            print(f"{args.output}: valid", flush=True)
+        else:
+            solution = build_solution(args.solution_dir, args.output.parent)
+            check_solution(solution)
+            write_atomically(args.output, render(solution))
+            print(f"wrote {args.output} ({len(solution['sources'])} sources)", flush=True)
+    except Refused as exc:
+        print(f"submit.py: refused:\n{exc}", file=sys.stderr)
+        return 1
+    return run_check(args.output, solution) if args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""`submit.py` end to end, in subprocesses, on tiny solution dirs under tmp_path.
+
+The solutions here are pure PyTorch (the official reference, copied into the DPS outputs), so these
+tests do not depend on the Triton kernels in `solution/`. Packaging rules: protocol.md 1.3, 2.1, 3.11;
+the check: 2.2 step 8.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reference.problem import ROOT
+from schemas.validate import validate_solution
+
+REFERENCE_DPS = '''\
+"""Pure-torch DPS solution: the reference outputs{offset}, copied into the provided outputs."""
+from reference import INPUT_NAMES, run as reference_run
+
+
+def run(*args):
+    inputs, outputs = args[: len(INPUT_NAMES)], args[len(INPUT_NAMES) :]
+    for out, value in zip(outputs, reference_run(*inputs)):
+        out.copy_(value{offset})
+'''
+
+
+def make_solution(directory: Path, offset: str = "") -> Path:
+    """A solution dir with an `__init__.py` and the DPS entry file; `offset` makes it wrong."""
+    directory.mkdir(parents=True)
+    (directory / "__init__.py").write_text('"""A test solution."""\n')
+    (directory / "ffn_backward.py").write_text(REFERENCE_DPS.format(offset=offset))
+    return directory
+
+
+def submit(solution_dir: Path, output: Path, *flags: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(ROOT / "submit.py"), "--solution-dir", str(solution_dir), "--output", str(output)]
+    return subprocess.run([*command, *flags], capture_output=True, text=True)
+
+
+def test_submit_twice_is_byte_identical(tmp_path):
+    solution_dir = make_solution(tmp_path / "sol")
+    (solution_dir / "__pycache__").mkdir()
+    (solution_dir / "__pycache__" / "ffn_backward.cpython-312.pyc").write_bytes(b"\0")
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    assert submit(solution_dir, first).returncode == 0
+    assert submit(solution_dir, second).returncode == 0
+    assert first.read_bytes() == second.read_bytes()
+    assert first.read_text().endswith("}\n")
+
+
+def test_written_file_validates(tmp_path):
+    solution_dir = make_solution(tmp_path / "sol")
+    (solution_dir / "kernels").mkdir()
+    (solution_dir / "kernels" / "gemm.py").write_text("BLOCK = 64\n")
+    output = tmp_path / "solution.json"
+    result = submit(solution_dir, output)
+    assert result.returncode == 0, result.stderr
+    solution = json.loads(output.read_text())
+    validate_solution(solution)
+    assert solution["spec"]["entry_point"] == "sol/ffn_backward.py::run"
+    assert [source["path"] for source in solution["sources"]] == [
+        "sol/__init__.py", "sol/ffn_backward.py", "sol/kernels/gemm.py",
+    ]
+    assert solution["definition"] == json.loads((ROOT / "definition.json").read_text())["name"]
+
+
+@pytest.mark.parametrize(
+    "relative, content, message",
+    [
+        pytest.param("triton.py", "x = 1\n", "sol/triton.py: 'triton.py' would shadow", id="shadows-triton"),
+        pytest.param("torch/ops.py", "x = 1\n", "sol/torch/ops.py: 'torch' would shadow", id="shadows-torch-pkg"),
+        pytest.param("cupti.py", "x = 1\n", "sol/cupti.py: 'cupti.py' would shadow", id="shadows-cupti"),
+        pytest.param("json.py", "x = 1\n", "sol/json.py: 'json.py' would shadow", id="shadows-stdlib"),
+        pytest.param("config.json", "{}\n", "sol/config.json: 'config.json' is a reserved", id="reserved-config"),
+        pytest.param("eval_driver.py", "x = 1\n", "sol/eval_driver.py: 'eval_driver.py' is a reserved", id="reserved-driver"),
+        pytest.param("empty.py", "", "sol/empty.py: empty file", id="empty-file"),
+    ],
+)
+def test_refuses_bad_source(tmp_path, relative, content, message):
+    solution_dir = make_solution(tmp_path / "sol")
+    (solution_dir / relative).parent.mkdir(parents=True, exist_ok=True)
+    (solution_dir / relative).write_text(content)
+    output = tmp_path / "solution.json"
+    result = submit(solution_dir, output)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+    assert not output.exists()
+
+
+def test_refuses_solution_outside_the_output_dir(tmp_path):
+    """Paths are relative to the output's directory: a solution dir beside it would need `..`."""
+    solution_dir = make_solution(tmp_path / "elsewhere" / "sol")
+    output = tmp_path / "out" / "solution.json"
+    output.parent.mkdir()
+    result = submit(solution_dir, output)
+    assert result.returncode != 0
+    assert "sources.0.path: '../elsewhere/sol/__init__.py' has a '..' component" in result.stderr, result.stderr
+    assert list(output.parent.iterdir()) == []
+
+
+def test_refuses_missing_entry_file(tmp_path):
+    solution_dir = make_solution(tmp_path / "sol")
+    (solution_dir / "ffn_backward.py").unlink()
+    result = submit(solution_dir, tmp_path / "solution.json")
+    assert result.returncode != 0
+    assert "spec.entry_point: entry file 'sol/ffn_backward.py' is not one of the source paths" in result.stderr
+
+
+def test_check_passes_with_the_reference_solution(tmp_path):
+    result = submit(make_solution(tmp_path / "sol"), tmp_path / "solution.json", "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line for line in result.stdout.splitlines() if " ok" in line]
+    assert len(lines) == 2 * 7  # two fixtures, seven outputs
+    assert "PASSED" in result.stdout
+
+
+def test_check_fails_with_wrong_values(tmp_path):
+    """Also the `--no-write` path: the file is written first, then checked as it is."""
+    solution_dir = make_solution(tmp_path / "sol", offset=" + 1.0")
+    output = tmp_path / "solution.json"
+    assert submit(solution_dir, output).returncode == 0
+    result = submit(solution_dir, output, "--check", "--no-write")
+    assert result.returncode != 0
+    assert "grad_hidden_states: matched" in result.stdout and "FAIL" in result.stdout, result.stdout + result.stderr
