@@ -1,0 +1,83 @@
+"""Attribute CUPTI activity records to timed iterations (protocol.md §2.9 steps 5-8).
+
+Pure Python over plain records, so it is tested on the CPU with synthetic timestamps.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+
+from evaluation.kernel_names import activity_key, demangle
+
+
+@dataclass(frozen=True)
+class GpuActivity:
+    """A CONCURRENT_KERNEL, MEMCPY or MEMSET record (timestamps in CUPTI ns)."""
+
+    kind: str  # "CONCURRENT_KERNEL", "MEMCPY" or "MEMSET"
+    name: str  # kernel name as CUPTI reports it; "MEMCPY" / "MEMSET" for copies and fills
+    start: int
+    end: int
+    correlation_id: int
+    copy_kind: int = 0
+    num_bytes: int = 0
+    value: int = 0
+
+    @property
+    def key(self) -> str:
+        name = demangle(self.name) if self.kind == "CONCURRENT_KERNEL" else self.kind
+        return activity_key(name, self.copy_kind, self.num_bytes, self.value, self.kind)
+
+
+@dataclass(frozen=True)
+class ApiRecord:
+    """A RUNTIME or DRIVER API record: a host call that may have launched GPU work."""
+
+    start: int
+    end: int
+    correlation_id: int
+
+
+@dataclass(frozen=True)
+class Attribution:
+    spans_ms: tuple[float, ...]
+    kernel_set: frozenset[str]
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.spans_ms)
+
+
+def attribute(
+    windows: list[tuple[int, int]], api_records: list[ApiRecord], activities: list[GpuActivity]
+) -> Attribution:
+    """Spans of every iteration window `(t0, t1)`.
+
+    An iteration owns the API records whose START lies in [t0, t1] (from any host thread) and every
+    GPU activity sharing their correlation ids (any stream). Its span is max end - min start of those
+    activities, so GPU idle gaps inside it count. Every iteration must launch the same SET of activity
+    keys as the first one.
+    """
+    by_correlation: dict[int, list[GpuActivity]] = defaultdict(list)
+    for activity in activities:
+        by_correlation[activity.correlation_id].append(activity)
+    api_sorted = sorted(api_records, key=lambda record: record.start)
+    api_starts = [record.start for record in api_sorted]
+
+    spans, first_set = [], None
+    for i, (t0, t1) in enumerate(windows):
+        lo, hi = bisect.bisect_left(api_starts, t0), bisect.bisect_right(api_starts, t1)
+        ids = {record.correlation_id for record in api_sorted[lo:hi]}
+        owned = [activity for cid in ids for activity in by_correlation.get(cid, ())]
+        if not owned:
+            raise RuntimeError(f"No kernel activities recorded for iteration {i}")
+        names = {activity.key for activity in owned}
+        if first_set is None:
+            first_set = names
+        elif names != first_set:
+            raise RuntimeError(f"Inconsistent kernel names: {sorted(names)} != {sorted(first_set)}")
+        spans.append((max(a.end for a in owned) - min(a.start for a in owned)) / 1e6)
+    return Attribution(tuple(spans), frozenset(first_set or ()))

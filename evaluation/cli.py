@@ -1,0 +1,197 @@
+"""Evaluate a solution.json like the official CLI, plus baselines, SOL scores and a plot.
+
+    python -m evaluation.cli --solution solution.json --out out/eval
+    python -m evaluation.cli --workloads 0,3 --baselines none
+    python -m evaluation.cli --offline --workloads 0     # stored inputs/outputs under .cache/ffn042
+
+Stages the solution (protocol.md §2.1), runs the driver as ONE subprocess for all workloads (§2.2)
+with `PYTORCH_ALLOC_CONF=expandable_segments:True` (§4.1), parses its trace lines, and writes to
+`--out`: traces.jsonl, side.jsonl, results.json (rows, geomeans, provenance), table.txt, latency.png.
+A wall-clock limit synthesizes TIMEOUT traces for unfinished workloads; a driver crash synthesizes
+RUNTIME_ERROR ones (the original emits nothing then, §2.4). Exit 0 iff every workload PASSED;
+1 otherwise; 2 when all passed but a hardening check found something.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from evaluation import offline, report
+from evaluation.staging import BenchmarkConfig, load_solution, stage
+from evaluation.trace import PASSED, RUNTIME_ERROR, TIMEOUT, dumps, make_trace
+from reference.problem import DEFINITION, ROOT, WORKLOAD_PATH
+
+DEFAULT_TIMEOUT_S = 3600
+
+
+def select_workloads(raw: list[dict], spec: str | None) -> list[dict]:
+    """`spec`: comma-separated indices (file order) or uuids; None = all."""
+    if not spec:
+        return raw
+    chosen = []
+    for item in spec.split(","):
+        item = item.strip()
+        if item.isdigit():
+            chosen.append(raw[int(item)])
+        else:
+            chosen.extend(w for w in raw if w["uuid"] == item)
+    return chosen
+
+
+def _command_output(command: list[str], cwd: Path | None = None) -> str | None:
+    try:
+        return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=20).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def provenance(traces: list[dict], timer: str) -> dict:
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    hardware = next((t["evaluation"]["environment"]["hardware"] for t in traces if t.get("evaluation")), None)
+    return {
+        "gpu": hardware,
+        "driver": _command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "python": sys.version.split()[0],
+        "git_commit": _command_output(["git", "rev-parse", "HEAD"], cwd=ROOT),
+        "git_dirty": bool(_command_output(["git", "status", "--porcelain"], cwd=ROOT)),
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "timer": timer,
+        "method": "protocol.md §2.2-2.9 reproduction (evaluation.driver); baselines timed in the same run",
+    }
+
+
+def validate(traces: list[dict]) -> list[str]:
+    """Schema errors by `schemas.validate.validate_trace`, where that module exists."""
+    try:
+        from schemas.validate import validate_trace
+    except ImportError:
+        return []
+    errors = []
+    for trace in traces:
+        try:
+            validate_trace(trace)
+        except Exception as e:  # SchemaError, or anything the validator raises
+            errors.append(f"{trace['workload']['uuid']}: {e}")
+    return errors
+
+
+def run_driver(staging: Path, side_path: Path, args, total: int) -> tuple[list[dict], int | None, bool]:
+    """Driver subprocess; returns (traces, return code, timed out). Progress goes to stderr."""
+    command = [sys.executable, "-P", "-m", "evaluation.driver", str(staging), "--side", str(side_path),
+               "--rounds", str(args.rounds), "--baselines", args.baselines]
+    if args.offline:
+        command += ["--offline-dir", str(Path(args.cache_dir).resolve())]
+    env = {**os.environ, "PYTORCH_ALLOC_CONF": "expandable_segments:True",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen(command, cwd=staging, env=env, stdout=subprocess.PIPE, text=True)
+    timed_out = threading.Event()
+
+    def expire():
+        timed_out.set()
+        process.kill()
+
+    timer = threading.Timer(args.timeout, expire)
+    timer.start()
+    traces = []
+    try:
+        for line in process.stdout:
+            if line.strip().startswith("{"):
+                trace = json.loads(line)
+                traces.append(trace)
+                evaluation = trace["evaluation"]
+                latency = (evaluation.get("performance") or {}).get("latency_ms")
+                shown = f"{latency:.4f} ms" if latency is not None else evaluation["log"].splitlines()[:1]
+                print(f"[{len(traces)}/{total}] {trace['workload']['uuid']} {evaluation['status']} {shown}",
+                      file=sys.stderr, flush=True)
+        process.wait()
+    finally:
+        timer.cancel()
+    return traces, process.returncode, timed_out.is_set()
+
+
+def fill_missing(traces: list[dict], workloads: list[dict], solution_name: str, rc, timed_out: bool) -> list[dict]:
+    """Synthesized traces for workloads the driver left without one (§7; the original emits none)."""
+    done = {t["workload"]["uuid"] for t in traces}
+    status = TIMEOUT if timed_out else RUNTIME_ERROR
+    log = "Evaluation timed out" if timed_out else f"Driver exited with code {rc} before this workload"
+    missing = [make_trace(DEFINITION["name"], w, solution_name, status, log) for w in workloads if w["uuid"] not in done]
+    return traces + missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.cli", description=__doc__.splitlines()[0])
+    parser.add_argument("--solution", default="solution.json")
+    parser.add_argument("--workloads", default=None, help="indices or uuids, comma-separated")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--iterations", type=int, default=50)
+    parser.add_argument("--baselines", default="eager,compile,optimized", help="comma list, or none")
+    parser.add_argument("--offline", action="store_true", help="inputs/outputs from stored safetensors")
+    parser.add_argument("--cache-dir", default=str(ROOT / offline.CACHE_DIR))
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="wall-clock limit (s)")
+    parser.add_argument("--out", default="out/eval")
+    args = parser.parse_args(argv)
+
+    from evaluation.staging import normalize_workload
+
+    raw_workloads = [json.loads(l) for l in WORKLOAD_PATH.read_text().splitlines() if l.strip()]
+    workloads = [normalize_workload(w) for w in select_workloads(raw_workloads, args.workloads)]
+    solution = load_solution(Path(args.solution))
+    if args.offline:
+        for workload in workloads:
+            offline.ensure_fixture(Path(args.cache_dir), workload)
+    config = BenchmarkConfig(warmup_runs=args.warmup, iterations=args.iterations)
+    staging = stage(DEFINITION, workloads, solution, config)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    side_path = (out / "side.jsonl").resolve()
+    print(f"staging: {staging}", file=sys.stderr)
+
+    traces, rc, timed_out = run_driver(staging, side_path, args, len(workloads))
+    traces = fill_missing(traces, workloads, solution["name"], rc, timed_out)
+    sides = [json.loads(l) for l in side_path.read_text().splitlines() if l.strip()] if side_path.exists() else []
+    side_by_uuid = {side["uuid"]: side for side in sides}
+    timer = next((s["timing"]["timer"] for s in sides if "timing" in s), "unknown")
+
+    (out / "traces.jsonl").write_text("".join(dumps(t) + "\n" for t in traces))
+    schema_errors = validate(traces)
+    env = provenance(traces, timer)
+    rows = report.build_rows(traces, side_by_uuid, env["gpu"] or "")
+    totals = report.summary(rows)
+    table = report.format_table(rows, totals, timer)
+    results = {"provenance": env, "summary": totals, "rows": [row.to_json() for row in rows],
+               "schema_errors": schema_errors, "offline": args.offline}
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "table.txt").write_text(table + "\n")
+    print(table, file=sys.stderr)
+    for error in schema_errors:
+        print(f"trace schema error: {error}", file=sys.stderr)
+    try:
+        report.plot(rows, out / "latency.png", f"{solution['name']} on {env['gpu']} ({timer})")
+    except ImportError:
+        print("matplotlib missing: no plot", file=sys.stderr)
+
+    if any(t["evaluation"]["status"] != PASSED for t in traces) or schema_errors:
+        return 1
+    return 2 if any(row.findings for row in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
