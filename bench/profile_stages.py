@@ -25,20 +25,21 @@ from solution import configs
 from solution.configs import GemmConfig
 from solution.ffn_backward import run as solution_run
 
-# Variants of one stage's GEMM configuration, tried with the other stages at the default.
-SWEEP = {
-    "gelu_gemm": [
-        GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 256, 32, 8, 3), GemmConfig(64, 128, 64, 4, 4),
-        GemmConfig(128, 128, 32, 4, 4),
-    ],
-    "input_gemm": [
-        GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 256, 64, 8, 3), GemmConfig(64, 128, 64, 4, 4),
-        GemmConfig(128, 128, 64, 4, 4),
-    ],
-    "weight_gemm": [
-        GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 256, 32, 8, 3), GemmConfig(128, 128, 32, 4, 4),
-    ],
-}
+# Variants of the default plan: one field changed at a time.
+SWEEP = [
+    *({"gelu_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
+    *({"input_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
+    *({"weight_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
+    {"copy_gelu_f16": False},
+]
+
+
+def _variant_name(overrides: dict) -> str:
+    def fmt(v):
+        if isinstance(v, GemmConfig):
+            return f"{v.block_m}x{v.block_n}x{v.block_k}w{v.num_warps}s{v.num_stages}"
+        return str(v)
+    return ",".join(f"{k}={fmt(v)}" for k, v in overrides.items())
 
 
 def _inputs(tokens: int, device):
@@ -91,8 +92,7 @@ def main(argv=None) -> int:
     for tokens in args.tokens:
         variants = [("default", base)]
         if args.sweep:
-            variants += [(f"{stage}={c.block_m}x{c.block_n}x{c.block_k}w{c.num_warps}s{c.num_stages}",
-                          dataclasses.replace(base, **{stage: c})) for stage, cs in SWEEP.items() for c in cs]
+            variants += [(_variant_name(o), dataclasses.replace(base, **o)) for o in SWEEP]
         for name, plan in variants:
             try:
                 r = measure(tokens, plan, device)

@@ -25,6 +25,8 @@ class GemmConfig:
 class LaunchPlan:
     layernorm_block_m: int  # rows per LayerNorm-backward step
     layernorm_waves: int  # LayerNorm-backward programs per SM (each loops over row blocks)
+    weight_block: int  # weight elements each stage-1 program rounds to fp16
+    copy_gelu_f16: bool  # stage 2 writes an fp16 copy of gelu_output for stage 4 (else it reads fp32)
     gelu_gemm: GemmConfig  # stage 2: grad_residual @ fc2_weight, GELU epilogue
     input_gemm: GemmConfig  # stage 3: grad_fc1_output @ fc1_weight + grad_residual
     weight_gemm: GemmConfig  # stage 4: x^T @ y over tokens (block_m x block_n output tiles)
@@ -35,6 +37,8 @@ class LaunchPlan:
 _DEFAULT = LaunchPlan(
     layernorm_block_m=16,
     layernorm_waves=4,
+    weight_block=8192,
+    copy_gelu_f16=True,
     gelu_gemm=GemmConfig(block_m=128, block_n=128, block_k=32, num_warps=8, num_stages=4),
     input_gemm=GemmConfig(block_m=128, block_n=128, block_k=32, num_warps=8, num_stages=4),
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=32, num_warps=8, num_stages=4),

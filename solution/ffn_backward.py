@@ -29,7 +29,7 @@ from .arguments import Dims, check_arguments
 from .configs import LaunchPlan, launch_plan, multiprocessor_count
 from .gelu_backward_gemm import gelu_backward_gemm_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
-from .layernorm_backward import layernorm_backward_kernel
+from .layernorm_backward import layernorm_backward_kernel, weight_programs
 from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
 
 
@@ -67,12 +67,22 @@ def build_launches(dims: Dims, inputs: dict, eps, outputs: dict, plan: LaunchPla
     x, y = SimpleNamespace(**inputs), SimpleNamespace(**outputs)
     g2, g3, g4 = plan.gelu_gemm, plan.input_gemm, plan.weight_gemm
 
-    ln_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
+    row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
     bias_partial_rows = triton.cdiv(M, g2.block_m)
-    grad_residual = torch.empty((M, H), dtype=torch.float32, device=device)
-    grad_fc1_output = torch.empty((M, I), dtype=torch.float16, device=device)
-    ln_partials = torch.empty((ln_programs, 3, H), dtype=torch.float32, device=device)
-    bias_partials = torch.empty((bias_partial_rows, I), dtype=torch.float32, device=device)
+
+    def empty(*shape, dtype=torch.float32):
+        return torch.empty(shape, dtype=dtype, device=device)
+
+    grad_residual = empty(M, H)
+    grad_residual_f16 = empty(M, H, dtype=torch.float16)
+    hidden_states_f16 = empty(M, H, dtype=torch.float16)
+    fc1_weight_f16 = empty(I, H, dtype=torch.float16)
+    fc2_weight_f16 = empty(H, I, dtype=torch.float16)
+    grad_fc1_output = empty(M, I, dtype=torch.float16)
+    # stage 4's grad_fc2_weight operand: an fp16 copy made by stage 2, or the fp32 input itself
+    gelu_operand = empty(M, I, dtype=torch.float16) if plan.copy_gelu_f16 else x.gelu_output
+    ln_partials = empty(row_programs, 3, H)
+    bias_partials = empty(bias_partial_rows, I)
 
     def gemm_meta(g):
         return dict(BLOCK_M=g.block_m, BLOCK_N=g.block_n, BLOCK_K=g.block_k, GROUP_M=g.group_m)
@@ -81,23 +91,26 @@ def build_launches(dims: Dims, inputs: dict, eps, outputs: dict, plan: LaunchPla
         return dict(num_warps=g.num_warps, num_stages=g.num_stages)
 
     launches = [
-        Launch(layernorm_backward_kernel, (ln_programs,),
-               (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), grad_residual, ln_partials, M),
-               dict(H=H, BLOCK_M=plan.layernorm_block_m), dict(num_warps=4)),
+        Launch(layernorm_backward_kernel, (row_programs + weight_programs(H, I, plan.weight_block),),
+               (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.fc1_weight,
+                x.fc2_weight, grad_residual, grad_residual_f16, hidden_states_f16, fc1_weight_f16, fc2_weight_f16,
+                ln_partials, M, row_programs),
+               dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, WEIGHT_BLOCK=plan.weight_block), dict(num_warps=4)),
     ]
     if M > 0:
         launches += [
             Launch(gelu_backward_gemm_kernel, (bias_partial_rows * (I // g2.block_n),),
-                   (grad_residual, x.fc2_weight, x.fc1_output, grad_fc1_output, bias_partials, M),
-                   dict(H=H, I=I, **gemm_meta(g2)), gemm_options(g2)),
+                   (grad_residual_f16, fc2_weight_f16, x.fc1_output, x.gelu_output, grad_fc1_output, gelu_operand,
+                    bias_partials, M),
+                   dict(H=H, I=I, **gemm_meta(g2), COPY_GELU_F16=plan.copy_gelu_f16), gemm_options(g2)),
             Launch(input_grad_gemm_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),
-                   (grad_fc1_output, x.fc1_weight, grad_residual, y.grad_hidden_states, M),
+                   (grad_fc1_output, fc1_weight_f16, grad_residual, y.grad_hidden_states, M),
                    dict(H=H, I=I, **gemm_meta(g3)), gemm_options(g3)),
         ]
     launches.append(
         Launch(weight_grad_kernel, (weight_grad_programs(H, I, g4.block_m, g4.block_n),),
-               (grad_residual, x.gelu_output, grad_fc1_output, x.hidden_states,
-                ln_partials, ln_programs, bias_partials, bias_partial_rows,
+               (grad_residual_f16, gelu_operand, grad_fc1_output, hidden_states_f16,
+                ln_partials, row_programs, bias_partials, bias_partial_rows,
                 y.grad_fc2_weight, y.grad_fc1_weight, y.grad_ln_weight, y.grad_ln_bias, y.grad_fc2_bias,
                 y.grad_fc1_bias, M),
                dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k,

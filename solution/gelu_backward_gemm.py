@@ -4,9 +4,11 @@
     grad_fc1_output = grad_gelu * gelu'(fc1_output)           elementwise, fp32
     grad_fc1_bias   = sum_m grad_fc1_output                    (partial sums per row-block)
 
-GEMM operands are rounded to fp16 in registers and accumulated in fp32 (see README: fp16 operands
-pass 042's tolerance, bf16 and Triton's default TF32 truncation do not). `grad_fc1_output` is stored
-in fp16 because its only later uses are as a GEMM operand; the bias sums use the fp32 values.
+GEMM operands are fp16 (rounded by stage 1) with fp32 accumulation (see README: fp16 operands pass
+042's tolerance, bf16 and Triton's default TF32 truncation do not). `grad_fc1_output` is stored in
+fp16 because its only later uses are as a GEMM operand; the bias sums use the fp32 values.
+With COPY_GELU_F16 the epilogue also rounds this tile of `gelu_output` to fp16, the operand of
+stage 4's grad_fc2_weight GEMM (which otherwise reads the fp32 tensor itself).
 """
 
 import triton
@@ -18,10 +20,12 @@ from .tiling import grouped_tile
 
 @triton.jit
 def gelu_backward_gemm_kernel(
-    grad_residual,  # (M, H) fp32
-    fc2_weight,  # (H, I) fp32
+    grad_residual,  # (M, H) fp16
+    fc2_weight,  # (H, I) fp16
     fc1_output,  # (M, I) fp32
+    gelu_output,  # (M, I) fp32, read only with COPY_GELU_F16
     grad_fc1_output,  # out (M, I) fp16
+    gelu_output_f16,  # out (M, I) fp16, written only with COPY_GELU_F16
     bias_partials,  # out (cdiv(M, BLOCK_M), I) fp32
     M,
     H: tl.constexpr,
@@ -30,6 +34,7 @@ def gelu_backward_gemm_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
+    COPY_GELU_F16: tl.constexpr,
 ):
     tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), I // BLOCK_N, GROUP_M)
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
@@ -41,10 +46,13 @@ def gelu_backward_gemm_kernel(
         ks = k + tl.arange(0, BLOCK_K)
         a = tl.load(grad_residual + rows[:, None] * H + ks[None, :], mask=row_ok[:, None], other=0.0)
         b = tl.load(fc2_weight + ks[:, None] * I + cols[None, :])
-        acc = tl.dot(a.to(tl.float16), b.to(tl.float16), acc)
+        acc = tl.dot(a, b, acc)
 
     offsets = rows[:, None] * I + cols[None, :]
     x = tl.load(fc1_output + offsets, mask=row_ok[:, None], other=0.0)
     d = acc * gelu_tanh_grad(x)  # zero on masked rows, since acc is
     tl.store(grad_fc1_output + offsets, d.to(tl.float16), mask=row_ok[:, None])
     tl.store(bias_partials + tile_m * I + cols, tl.sum(d, axis=0))
+    if COPY_GELU_F16:
+        gelu = tl.load(gelu_output + offsets, mask=row_ok[:, None], other=0.0)
+        tl.store(gelu_output_f16 + offsets, gelu.to(tl.float16), mask=row_ok[:, None])

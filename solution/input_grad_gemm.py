@@ -12,7 +12,7 @@ from .tiling import grouped_tile
 @triton.jit
 def input_grad_gemm_kernel(
     grad_fc1_output,  # (M, I) fp16
-    fc1_weight,  # (I, H) fp32
+    fc1_weight,  # (I, H) fp16
     grad_residual,  # (M, H) fp32
     grad_hidden_states,  # out (M, H) fp32
     M,
@@ -33,7 +33,7 @@ def input_grad_gemm_kernel(
         ks = k + tl.arange(0, BLOCK_K)
         a = tl.load(grad_fc1_output + rows[:, None] * I + ks[None, :], mask=row_ok[:, None], other=0.0)
         b = tl.load(fc1_weight + ks[:, None] * H + cols[None, :])
-        acc = tl.dot(a, b.to(tl.float16), acc)
+        acc = tl.dot(a, b, acc)
 
     offsets = rows[:, None] * H + cols[None, :]
     acc += tl.load(grad_residual + offsets, mask=row_ok[:, None], other=0.0)

@@ -1,21 +1,26 @@
-"""Stage 1: LayerNorm backward, one pass over the rows, with the three column sums.
+"""Stage 1: LayerNorm backward with its column sums, and the fp16 GEMM operands of later stages.
 
 With g = dy * w (dy = grad_output, w = ln_weight), xhat = normalized and rstd = 1/sqrt(var + eps),
 the gradient through xhat = (x - mean) * rstd for each row of H elements is
 
     dx = rstd * (g - c1 - xhat * c2),   c1 = mean_j(g_j),   c2 = mean_j(g_j * xhat_j).
 
-dx is `grad_residual`: it flows both into FC2's backward and straight through the residual add.
-The column sums over all tokens are
+dx is `grad_residual`: it flows both into FC2's backward and straight through the residual add, so
+it is stored twice: fp32 for the residual add, fp16 as a GEMM operand. The column sums over all
+tokens are
     grad_ln_weight = sum_m dy * xhat,   grad_ln_bias = sum_m dy,   grad_fc2_bias = sum_m dx;
-each program keeps its own running sums and writes them to a row of `partials`, which a later stage
-reduces (deterministically, in a fixed order).
+each row program keeps its own running sums and writes them to its row of `partials`, which stage 4
+reduces in a fixed order (deterministic).
+
+The same launch rounds the other GEMM operands to fp16 once, so that the GEMM kernels read 16-bit
+operands: `hidden_states` (row programs, alongside the LayerNorm rows) and both weights (the
+programs after the row programs, WEIGHT_BLOCK elements each).
 """
 
 import triton
 import triton.language as tl
 
-# `partials[p]` holds program p's three running sums, in this order.
+# `partials[p]` holds row program p's three running sums, in this order.
 LN_PARTIAL_ROWS = ("grad_ln_weight", "grad_ln_bias", "grad_fc2_bias")
 
 
@@ -26,35 +31,57 @@ def layernorm_backward_kernel(
     var,  # (M,) fp32
     ln_weight,  # (H,) fp32
     eps,  # fp32 scalar
+    hidden_states,  # (M, H) fp32
+    fc1_weight,  # (I, H) fp32
+    fc2_weight,  # (H, I) fp32
     grad_residual,  # out (M, H) fp32
-    partials,  # out (num_programs, 3, H) fp32
+    grad_residual_f16,  # out (M, H) fp16
+    hidden_states_f16,  # out (M, H) fp16
+    fc1_weight_f16,  # out (I, H) fp16
+    fc2_weight_f16,  # out (H, I) fp16
+    partials,  # out (row_programs, 3, H) fp32
     M,
+    row_programs,
     H: tl.constexpr,
+    I: tl.constexpr,
     BLOCK_M: tl.constexpr,
+    WEIGHT_BLOCK: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    num_programs = tl.num_programs(0)
-    cols = tl.arange(0, H)
-    w = tl.load(ln_weight + cols)
-    sum_dy_xhat = tl.zeros([H], dtype=tl.float32)
-    sum_dy = tl.zeros([H], dtype=tl.float32)
-    sum_dx = tl.zeros([H], dtype=tl.float32)
-    for block in range(pid, tl.cdiv(M, BLOCK_M), num_programs):
-        rows = block * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
-        row_ok = rows < M
-        offsets = rows[:, None] * H + cols[None, :]
-        dy = tl.load(grad_output + offsets, mask=row_ok[:, None], other=0.0)
-        xhat = tl.load(normalized + offsets, mask=row_ok[:, None], other=0.0)
-        rstd = 1.0 / tl.sqrt(tl.load(var + rows, mask=row_ok, other=1.0) + eps)
-        g = dy * w[None, :]
-        c1 = tl.sum(g, axis=1) / H
-        c2 = tl.sum(g * xhat, axis=1) / H
-        dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])  # zero on masked rows
-        tl.store(grad_residual + offsets, dx, mask=row_ok[:, None])
-        sum_dy_xhat += tl.sum(dy * xhat, axis=0)
-        sum_dy += tl.sum(dy, axis=0)
-        sum_dx += tl.sum(dx, axis=0)
-    out = partials + pid * (3 * H) + cols
-    tl.store(out + 0 * H, sum_dy_xhat)
-    tl.store(out + 1 * H, sum_dy)
-    tl.store(out + 2 * H, sum_dx)
+    if pid < row_programs:
+        cols = tl.arange(0, H)
+        w = tl.load(ln_weight + cols)
+        sum_dy_xhat = tl.zeros([H], dtype=tl.float32)
+        sum_dy = tl.zeros([H], dtype=tl.float32)
+        sum_dx = tl.zeros([H], dtype=tl.float32)
+        for block in range(pid, tl.cdiv(M, BLOCK_M), row_programs):
+            rows = block * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+            row_ok = rows < M
+            offsets = rows[:, None] * H + cols[None, :]
+            dy = tl.load(grad_output + offsets, mask=row_ok[:, None], other=0.0)
+            xhat = tl.load(normalized + offsets, mask=row_ok[:, None], other=0.0)
+            rstd = 1.0 / tl.sqrt(tl.load(var + rows, mask=row_ok, other=1.0) + eps)
+            g = dy * w[None, :]
+            c1 = tl.sum(g, axis=1) / H
+            c2 = tl.sum(g * xhat, axis=1) / H
+            dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])  # zero on masked rows
+            tl.store(grad_residual + offsets, dx, mask=row_ok[:, None])
+            tl.store(grad_residual_f16 + offsets, dx.to(tl.float16), mask=row_ok[:, None])
+            x = tl.load(hidden_states + offsets, mask=row_ok[:, None], other=0.0)
+            tl.store(hidden_states_f16 + offsets, x.to(tl.float16), mask=row_ok[:, None])
+            sum_dy_xhat += tl.sum(dy * xhat, axis=0)
+            sum_dy += tl.sum(dy, axis=0)
+            sum_dx += tl.sum(dx, axis=0)
+        out = partials + pid * (3 * H) + cols
+        tl.store(out + 0 * H, sum_dy_xhat)
+        tl.store(out + 1 * H, sum_dy)
+        tl.store(out + 2 * H, sum_dx)
+    else:
+        offsets = (pid - row_programs) * WEIGHT_BLOCK + tl.arange(0, WEIGHT_BLOCK)
+        tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
+        tl.store(fc2_weight_f16 + offsets, tl.load(fc2_weight + offsets).to(tl.float16))
+
+
+def weight_programs(H: int, I: int, weight_block: int) -> int:
+    """Programs that round the two (H x I) weights to fp16, WEIGHT_BLOCK elements of each apiece."""
+    return H * I // weight_block

@@ -16,8 +16,8 @@ import triton.language as tl
 
 @triton.jit
 def _token_contraction(
-    x,  # (M, P)
-    y,  # (M, Q)
+    x,  # (M, P) fp16 or fp32 (rounded to fp16 here)
+    y,  # (M, Q) fp16 or fp32 (rounded to fp16 here)
     out,  # out (P, Q) fp32: out = x^T @ y
     M,
     P: tl.constexpr,
@@ -60,10 +60,10 @@ def _column_sum(
 
 @triton.jit
 def weight_grad_kernel(
-    grad_residual,  # (M, H) fp32
-    gelu_output,  # (M, I) fp32
+    grad_residual,  # (M, H) fp16
+    gelu_output,  # (M, I) fp16 copy from stage 2, or the fp32 input
     grad_fc1_output,  # (M, I) fp16
-    hidden_states,  # (M, H) fp32
+    hidden_states,  # (M, H) fp16
     ln_partials,  # (num_ln_partials, 3, H) fp32, from stage 1
     num_ln_partials,
     bias_partials,  # (num_bias_partials, I) fp32, from stage 2
