@@ -41,8 +41,8 @@ TARGETS = {
     "sm_90": Target(90, 32, 227 * 1024, "wgmma"),
     "sm_100": Target(100, 32, 227 * 1024, "tcgen05.mma"),
 }
-GEMM_KERNELS = {"gelu_backward_gemm_kernel", "input_grad_gemm_kernel", "weight_grad_kernel"}
-_TYPES = {torch.float32: "*fp32", torch.float16: "*fp16"}
+GEMM_KERNELS = {"gelu_backward_gemm_kernel", "input_grad_gemm_kernel", "weight_grad_kernel", "ffn_backward_single_launch_kernel"}
+_TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.int32: "*i32"}
 
 
 def _signature(launch) -> tuple[dict, dict]:
@@ -63,7 +63,13 @@ def _signature(launch) -> tuple[dict, dict]:
     return ordered, constexprs
 
 
-def example_launches(plan: configs.LaunchPlan, tokens: int = 256):
+def example_launches(plan: configs.LaunchPlan):
+    """Launches of both paths: the single launch (few tokens) and one launch per stage."""
+    sizes = [256] if plan.single_launch is None else [min(256, plan.single_launch.max_tokens), plan.single_launch.max_tokens + 1]
+    return [launch for tokens in sizes for launch in _launches(plan, tokens)]
+
+
+def _launches(plan: configs.LaunchPlan, tokens: int):
     torch.manual_seed(0)
     values = reference.make_inputs(1, tokens, "cpu")
     inputs = dict(zip(INPUT_NAMES, values[:-1]))

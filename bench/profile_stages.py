@@ -1,11 +1,11 @@
 """Time the solution and each of its kernels, for launch-configuration variants, on the GPU.
 
 Whole call: `triton.testing.do_bench` (CUDA events, L2 flushed before every call, median).
+Official timer: evaluation.timer.time_call (CUPTI spans, shifting addresses, cold L2, median of 50),
+which also counts the launch gaps between kernels.
 Per kernel: torch.profiler's CUPTI kernel records, averaged over the profiled calls.
-These are tuning numbers, not the official timer (which also counts launch gaps under CUPTI
-tracing): see evaluation/ for that.
 
-    python bench/profile_stages.py --tokens 131072 17312 --sweep --out out/stages.json
+    python bench/profile_stages.py --tokens 131072 17312 --sweep large --out out/stages.json
 """
 
 from __future__ import annotations
@@ -21,23 +21,32 @@ import triton
 
 import reference
 from bench.provenance import provenance
+from evaluation.timer import time_call
 from solution import configs
 from solution.configs import GemmConfig
 from solution.ffn_backward import run as solution_run
 
-# Variants of the default plan: one field changed at a time.
-SWEEP = [
+# Variants of the default plan, one field changed at a time, by the token range they are for.
+_SINGLE = configs.PLANS["sm_90"].single_launch
+SWEEPS = {"large": [
     *({"gelu_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"input_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"weight_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
-    {"copy_gelu_f16": False},
-]
+    {"layernorm_waves": 8}, {"layernorm_block_m": 8}, {"layernorm_block_m": 32},
+], "small": [
+    {"single_launch": None},
+    {"single_launch": dataclasses.replace(_SINGLE, max_tokens=1 << 30)},
+    {"single_launch": dataclasses.replace(_SINGLE, max_tokens=1 << 30, num_warps=8)},
+    {"single_launch": dataclasses.replace(_SINGLE, max_tokens=1 << 30, programs_per_sm=2)},
+]}
 
 
 def _variant_name(overrides: dict) -> str:
     def fmt(v):
         if isinstance(v, GemmConfig):
             return f"{v.block_m}x{v.block_n}x{v.block_k}w{v.num_warps}s{v.num_stages}"
+        if isinstance(v, configs.SingleLaunchConfig):
+            return f"max{v.max_tokens}w{v.num_warps}p{v.programs_per_sm}"
         return str(v)
     return ",".join(f"{k}={fmt(v)}" for k, v in overrides.items())
 
@@ -72,18 +81,20 @@ def measure(tokens: int, plan: configs.LaunchPlan, device) -> dict:
         inputs, outputs = _inputs(tokens, device)
         call = lambda: solution_run(*inputs, *outputs)  # noqa: E731
         ms = triton.testing.do_bench(call, warmup=25, rep=200, return_mode="median")
+        official = time_call(solution_run, list(inputs), outputs, warmup=10, rep=50)
         kernels = _kernel_times(call)
     finally:
         configs.PLANS[arch] = saved
     flops = 4 * 2 * tokens * 512 * 2048
-    return {"tokens": tokens, "ms": ms, "tflops": flops / ms / 1e9, "kernels_ms": kernels,
+    return {"tokens": tokens, "ms": ms, "official_ms": official.median_ms, "timer": official.timer,
+            "tflops": flops / ms / 1e9, "kernels_ms": kernels,
             "plan": dataclasses.asdict(plan)}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[128, 1163, 17312, 131072])
-    parser.add_argument("--sweep", action="store_true", help="also try the SWEEP variants")
+    parser.add_argument("--sweep", choices=sorted(SWEEPS), help="also try these variants")
     parser.add_argument("--out", default="out/stages.json")
     args = parser.parse_args(argv)
     device = torch.device("cuda")
@@ -92,7 +103,7 @@ def main(argv=None) -> int:
     for tokens in args.tokens:
         variants = [("default", base)]
         if args.sweep:
-            variants += [(_variant_name(o), dataclasses.replace(base, **o)) for o in SWEEP]
+            variants += [(_variant_name(o), dataclasses.replace(base, **o)) for o in SWEEPS[args.sweep]]
         for name, plan in variants:
             try:
                 r = measure(tokens, plan, device)
@@ -102,6 +113,7 @@ def main(argv=None) -> int:
             rows.append(r)
             ks = " ".join(f"{k.replace('_kernel', '')}={v * 1000:.0f}us" for k, v in sorted(r.get("kernels_ms", {}).items()))
             print(f"M={tokens:>6} {name:>36}: {r.get('ms', float('nan')) * 1000:9.1f} us "
+                  f"[{r.get('timer', '-')} {r.get('official_ms', float('nan')) * 1000:8.1f} us] "
                   f"{r.get('tflops', 0):6.1f} TFLOP/s | {ks or r.get('error')}", flush=True)
     with open(args.out, "w") as f:
         json.dump({"provenance": provenance("do_bench median (CUDA events, L2 flushed); torch.profiler kernel times"),

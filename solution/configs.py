@@ -22,6 +22,18 @@ class GemmConfig:
 
 
 @dataclass(frozen=True)
+class SingleLaunchConfig:
+    """The one-launch path (single_launch.py), used up to `max_tokens` tokens."""
+
+    max_tokens: int
+    num_warps: int
+    gelu_gemm: GemmConfig  # group_m and num_stages/num_warps unused: one kernel, one setting
+    input_gemm: GemmConfig
+    weight_gemm: GemmConfig
+    programs_per_sm: int = 1  # grid = programs_per_sm * SMs; every program must be resident
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
     layernorm_block_m: int  # rows per LayerNorm-backward step
     layernorm_waves: int  # LayerNorm-backward programs per SM (each loops over row blocks)
@@ -31,6 +43,7 @@ class LaunchPlan:
     input_gemm: GemmConfig  # stage 3: grad_fc1_output @ fc1_weight + grad_residual
     weight_gemm: GemmConfig  # stage 4: x^T @ y over tokens (block_m x block_n output tiles)
     sum_block_r: int  # rows per step of the final column sums
+    single_launch: SingleLaunchConfig | None  # the one-launch path for few tokens, if any
 
 
 # v1: first correct configuration, not yet tuned.
@@ -43,6 +56,13 @@ _DEFAULT = LaunchPlan(
     input_gemm=GemmConfig(block_m=128, block_n=128, block_k=32, num_warps=8, num_stages=4),
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=32, num_warps=8, num_stages=4),
     sum_block_r=32,
+    single_launch=SingleLaunchConfig(
+        max_tokens=2048,
+        num_warps=4,
+        gelu_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
+        input_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
+        weight_gemm=GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3),
+    ),
 )
 
 PLANS = {

@@ -6,7 +6,7 @@ Forward (saved tensors in brackets):
     residual_output = gelu_output @ fc2_weight^T + hidden_states
     [normalized] = (residual_output - mean) / sqrt([var] + eps);  y = normalized * ln_weight + ln_bias
 
-Backward, in four launches (M = tokens, H = 512, I = 2048):
+Backward, in four stages (M = tokens, H = 512, I = 2048):
     1. layernorm_backward:  grad_residual (M x H) and partial sums for grad_ln_weight, grad_ln_bias,
                             grad_fc2_bias
     2. gelu_backward_gemm:  grad_fc1_output = (grad_residual @ fc2_weight) * gelu'(fc1_output),
@@ -15,6 +15,10 @@ Backward, in four launches (M = tokens, H = 512, I = 2048):
     4. weight_grad_gemm:    grad_fc2_weight = grad_residual^T @ gelu_output,
                             grad_fc1_weight = grad_fc1_output^T @ hidden_states, and the final sums
 Inputs are never written; `residual_output` is not needed (the LayerNorm backward uses `normalized`).
+
+Up to `SingleLaunchConfig.max_tokens` tokens the four stages run as phases of one persistent launch
+(single_launch.py): there, launch gaps and not arithmetic dominate. Above it, one launch per stage,
+each with its own tile shape and warp count.
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ import torch
 import triton
 
 from .arguments import Dims, check_arguments
-from .configs import LaunchPlan, launch_plan, multiprocessor_count
+from .configs import GemmConfig, LaunchPlan, launch_plan, multiprocessor_count
 from .gelu_backward_gemm import gelu_backward_gemm_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import layernorm_backward_kernel, weight_programs
+from .single_launch import ffn_backward_single_launch_kernel
 from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
 
 
@@ -57,67 +62,133 @@ class Launch:
         self.kernel[self.grid](*self.args, **self.constexprs, **self.options)
 
 
+@dataclass(frozen=True)
+class Workspace:
+    """Intermediates, allocated per call before the first launch (the caching allocator makes
+    this free of GPU work)."""
+
+    grad_residual: torch.Tensor  # (M, H) fp32
+    grad_residual_f16: torch.Tensor  # (M, H) fp16
+    hidden_states_f16: torch.Tensor  # (M, H) fp16
+    fc1_weight_f16: torch.Tensor  # (I, H) fp16
+    fc2_weight_f16: torch.Tensor  # (H, I) fp16
+    grad_fc1_output: torch.Tensor  # (M, I) fp16
+    gelu_operand: torch.Tensor  # (M, I): fp16 copy of gelu_output, or gelu_output itself
+    ln_partials: torch.Tensor  # (programs, 3, H) fp32
+    bias_partials: torch.Tensor  # (cdiv(M, stage-2 block_m), I) fp32
+
+    @classmethod
+    def allocate(cls, dims: Dims, gelu_output: torch.Tensor, copy_gelu_f16: bool, ln_programs: int,
+                 bias_partial_rows: int) -> Workspace:
+        M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
+
+        def empty(*shape, dtype=torch.float32):
+            return torch.empty(shape, dtype=dtype, device=device)
+
+        return cls(
+            grad_residual=empty(M, H),
+            grad_residual_f16=empty(M, H, dtype=torch.float16),
+            hidden_states_f16=empty(M, H, dtype=torch.float16),
+            fc1_weight_f16=empty(I, H, dtype=torch.float16),
+            fc2_weight_f16=empty(H, I, dtype=torch.float16),
+            grad_fc1_output=empty(M, I, dtype=torch.float16),
+            gelu_operand=empty(M, I, dtype=torch.float16) if copy_gelu_f16 else gelu_output,
+            ln_partials=empty(ln_programs, 3, H),
+            bias_partials=empty(bias_partial_rows, I),
+        )
+
+
+_BARRIER_COUNTERS: dict = {}
+
+
+def barrier_counters(device: torch.device) -> torch.Tensor:
+    """The grid barrier's two counters for launches on `device`'s current stream.
+
+    Allocated zeroed once per (device, stream) and reset by every barrier itself, so later calls
+    launch no memset. One per stream, so that launches on different streams never share one.
+    """
+    key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+    if key not in _BARRIER_COUNTERS:
+        _BARRIER_COUNTERS[key] = torch.zeros(2, dtype=torch.int32, device=device)
+    return _BARRIER_COUNTERS[key]
+
+
+def _gemm_meta(g: GemmConfig) -> dict:
+    return dict(BLOCK_M=g.block_m, BLOCK_N=g.block_n, BLOCK_K=g.block_k)
+
+
+def _gemm_options(g: GemmConfig) -> dict:
+    return dict(num_warps=g.num_warps, num_stages=g.num_stages)
+
+
+def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan: LaunchPlan) -> list[Launch]:
+    """The four stages as phases of one persistent launch (single_launch.py)."""
+    M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
+    c = plan.single_launch
+    # The Triton interpreter runs programs one after another: a grid barrier needs a grid of one.
+    programs = c.programs_per_sm * multiprocessor_count(device) if device.type == "cuda" else 1
+    ws = Workspace.allocate(dims, x.gelu_output, True, programs, triton.cdiv(M, c.gelu_gemm.block_m))
+    g2, g3, g4 = c.gelu_gemm, c.input_gemm, c.weight_gemm
+    return [Launch(
+        ffn_backward_single_launch_kernel, (programs,),
+        (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.fc1_weight, x.fc2_weight,
+         x.fc1_output, x.gelu_output,
+         ws.grad_residual, ws.grad_residual_f16, ws.hidden_states_f16, ws.fc1_weight_f16, ws.fc2_weight_f16,
+         ws.grad_fc1_output, ws.gelu_operand, ws.ln_partials, ws.bias_partials,
+         y.grad_hidden_states, y.grad_fc1_weight, y.grad_fc1_bias, y.grad_fc2_weight, y.grad_fc2_bias,
+         y.grad_ln_weight, y.grad_ln_bias,
+         barrier_counters(device), M, weight_grad_programs(H, I, g4.block_m, g4.block_n)),
+        dict(H=H, I=I, LN_BLOCK_M=plan.layernorm_block_m, WEIGHT_BLOCK=plan.weight_block,
+             GELU_BLOCK_M=g2.block_m, GELU_BLOCK_N=g2.block_n, GELU_BLOCK_K=g2.block_k,
+             INPUT_BLOCK_M=g3.block_m, INPUT_BLOCK_N=g3.block_n, INPUT_BLOCK_K=g3.block_k,
+             WEIGHT_BLOCK_P=g4.block_m, WEIGHT_BLOCK_Q=g4.block_n, WEIGHT_BLOCK_K=g4.block_k,
+             SUM_BLOCK_R=plan.sum_block_r),
+        dict(num_warps=c.num_warps, num_stages=g2.num_stages),
+    )]
+
+
+def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan: LaunchPlan) -> list[Launch]:
+    """One launch per stage, each with its own configuration."""
+    M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
+    g2, g3, g4 = plan.gelu_gemm, plan.input_gemm, plan.weight_gemm
+    row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
+    bias_partial_rows = triton.cdiv(M, g2.block_m)
+    ws = Workspace.allocate(dims, x.gelu_output, plan.copy_gelu_f16, row_programs, bias_partial_rows)
+    return [
+        Launch(layernorm_backward_kernel, (row_programs + weight_programs(H, I, plan.weight_block),),
+               (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.fc1_weight,
+                x.fc2_weight, ws.grad_residual, ws.grad_residual_f16, ws.hidden_states_f16, ws.fc1_weight_f16,
+                ws.fc2_weight_f16, ws.ln_partials, M, row_programs),
+               dict(H=H, BLOCK_M=plan.layernorm_block_m, WEIGHT_BLOCK=plan.weight_block), dict(num_warps=4)),
+        Launch(gelu_backward_gemm_kernel, (bias_partial_rows * (I // g2.block_n),),
+               (ws.grad_residual_f16, ws.fc2_weight_f16, x.fc1_output, x.gelu_output, ws.grad_fc1_output,
+                ws.gelu_operand, ws.bias_partials, M),
+               dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, COPY_GELU_F16=plan.copy_gelu_f16),
+               _gemm_options(g2)),
+        Launch(input_grad_gemm_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),
+               (ws.grad_fc1_output, ws.fc1_weight_f16, ws.grad_residual, y.grad_hidden_states, M),
+               dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m), _gemm_options(g3)),
+        Launch(weight_grad_kernel, (weight_grad_programs(H, I, g4.block_m, g4.block_n),),
+               (ws.grad_residual_f16, ws.gelu_operand, ws.grad_fc1_output, ws.hidden_states_f16,
+                ws.ln_partials, row_programs, ws.bias_partials, bias_partial_rows,
+                y.grad_fc2_weight, y.grad_fc1_weight, y.grad_ln_weight, y.grad_ln_bias, y.grad_fc2_bias,
+                y.grad_fc1_bias, M),
+               dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k,
+                    SUM_BLOCK_R=plan.sum_block_r),
+               _gemm_options(g4)),
+    ]
+
+
 def build_launches(dims: Dims, inputs: dict, eps, outputs: dict, plan: LaunchPlan) -> list[Launch]:
     """Allocate the workspaces and describe every launch, in order, for checked arguments.
 
     All host work happens here, before the first launch: the benchmark's timer counts host time
     between launches but not before the first one.
     """
-    M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
     x, y = SimpleNamespace(**inputs), SimpleNamespace(**outputs)
-    g2, g3, g4 = plan.gelu_gemm, plan.input_gemm, plan.weight_gemm
-
-    row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
-    bias_partial_rows = triton.cdiv(M, g2.block_m)
-
-    def empty(*shape, dtype=torch.float32):
-        return torch.empty(shape, dtype=dtype, device=device)
-
-    grad_residual = empty(M, H)
-    grad_residual_f16 = empty(M, H, dtype=torch.float16)
-    hidden_states_f16 = empty(M, H, dtype=torch.float16)
-    fc1_weight_f16 = empty(I, H, dtype=torch.float16)
-    fc2_weight_f16 = empty(H, I, dtype=torch.float16)
-    grad_fc1_output = empty(M, I, dtype=torch.float16)
-    # stage 4's grad_fc2_weight operand: an fp16 copy made by stage 2, or the fp32 input itself
-    gelu_operand = empty(M, I, dtype=torch.float16) if plan.copy_gelu_f16 else x.gelu_output
-    ln_partials = empty(row_programs, 3, H)
-    bias_partials = empty(bias_partial_rows, I)
-
-    def gemm_meta(g):
-        return dict(BLOCK_M=g.block_m, BLOCK_N=g.block_n, BLOCK_K=g.block_k, GROUP_M=g.group_m)
-
-    def gemm_options(g):
-        return dict(num_warps=g.num_warps, num_stages=g.num_stages)
-
-    launches = [
-        Launch(layernorm_backward_kernel, (row_programs + weight_programs(H, I, plan.weight_block),),
-               (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.fc1_weight,
-                x.fc2_weight, grad_residual, grad_residual_f16, hidden_states_f16, fc1_weight_f16, fc2_weight_f16,
-                ln_partials, M, row_programs),
-               dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, WEIGHT_BLOCK=plan.weight_block), dict(num_warps=4)),
-    ]
-    if M > 0:
-        launches += [
-            Launch(gelu_backward_gemm_kernel, (bias_partial_rows * (I // g2.block_n),),
-                   (grad_residual_f16, fc2_weight_f16, x.fc1_output, x.gelu_output, grad_fc1_output, gelu_operand,
-                    bias_partials, M),
-                   dict(H=H, I=I, **gemm_meta(g2), COPY_GELU_F16=plan.copy_gelu_f16), gemm_options(g2)),
-            Launch(input_grad_gemm_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),
-                   (grad_fc1_output, fc1_weight_f16, grad_residual, y.grad_hidden_states, M),
-                   dict(H=H, I=I, **gemm_meta(g3)), gemm_options(g3)),
-        ]
-    launches.append(
-        Launch(weight_grad_kernel, (weight_grad_programs(H, I, g4.block_m, g4.block_n),),
-               (grad_residual_f16, gelu_operand, grad_fc1_output, hidden_states_f16,
-                ln_partials, row_programs, bias_partials, bias_partial_rows,
-                y.grad_fc2_weight, y.grad_fc1_weight, y.grad_ln_weight, y.grad_ln_bias, y.grad_fc2_bias,
-                y.grad_fc1_bias, M),
-               dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k,
-                    SUM_BLOCK_R=plan.sum_block_r),
-               gemm_options(g4)),
-    )
-    return launches
+    if plan.single_launch is not None and dims.tokens <= plan.single_launch.max_tokens:
+        return single_launch(dims, x, eps, y, plan)
+    return stage_launches(dims, x, eps, y, plan)
 
 
 def run(

@@ -19,7 +19,9 @@ from .tiling import grouped_tile
 
 
 @triton.jit
-def gelu_backward_gemm_kernel(
+def gelu_backward_tile(
+    tile_m,
+    tile_n,
     grad_residual,  # (M, H) fp16
     fc2_weight,  # (H, I) fp16
     fc1_output,  # (M, I) fp32
@@ -33,13 +35,19 @@ def gelu_backward_gemm_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
     COPY_GELU_F16: tl.constexpr,
 ):
-    tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), I // BLOCK_N, GROUP_M)
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = rows < M
+
+    # The elementwise operands do not depend on the GEMM: issue their loads first, so that their
+    # memory traffic overlaps the MMAs instead of following them.
+    offsets = rows[:, None] * I + cols[None, :]
+    if COPY_GELU_F16:
+        gelu = tl.load(gelu_output + offsets, mask=row_ok[:, None], other=0.0)
+        tl.store(gelu_output_f16 + offsets, gelu.to(tl.float16), mask=row_ok[:, None])
+    x = tl.load(fc1_output + offsets, mask=row_ok[:, None], other=0.0)
 
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k in range(0, H, BLOCK_K):
@@ -48,11 +56,23 @@ def gelu_backward_gemm_kernel(
         b = tl.load(fc2_weight + ks[:, None] * I + cols[None, :])
         acc = tl.dot(a, b, acc)
 
-    offsets = rows[:, None] * I + cols[None, :]
-    x = tl.load(fc1_output + offsets, mask=row_ok[:, None], other=0.0)
     d = acc * gelu_tanh_grad(x)  # zero on masked rows, since acc is
     tl.store(grad_fc1_output + offsets, d.to(tl.float16), mask=row_ok[:, None])
     tl.store(bias_partials + tile_m * I + cols, tl.sum(d, axis=0))
-    if COPY_GELU_F16:
-        gelu = tl.load(gelu_output + offsets, mask=row_ok[:, None], other=0.0)
-        tl.store(gelu_output_f16 + offsets, gelu.to(tl.float16), mask=row_ok[:, None])
+
+
+@triton.jit
+def gelu_backward_gemm_kernel(
+    grad_residual, fc2_weight, fc1_output, gelu_output, grad_fc1_output, gelu_output_f16, bias_partials,
+    M,
+    H: tl.constexpr,
+    I: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    COPY_GELU_F16: tl.constexpr,
+):
+    tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), I // BLOCK_N, GROUP_M)
+    gelu_backward_tile(tile_m, tile_n, grad_residual, fc2_weight, fc1_output, gelu_output, grad_fc1_output,
+                       gelu_output_f16, bias_partials, M, H, I, BLOCK_M, BLOCK_N, BLOCK_K, COPY_GELU_F16)

@@ -10,7 +10,9 @@ from .tiling import grouped_tile
 
 
 @triton.jit
-def input_grad_gemm_kernel(
+def input_grad_tile(
+    tile_m,
+    tile_n,
     grad_fc1_output,  # (M, I) fp16
     fc1_weight,  # (I, H) fp16
     grad_residual,  # (M, H) fp32
@@ -21,9 +23,7 @@ def input_grad_gemm_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
 ):
-    tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), H // BLOCK_N, GROUP_M)
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = rows < M
@@ -38,3 +38,19 @@ def input_grad_gemm_kernel(
     offsets = rows[:, None] * H + cols[None, :]
     acc += tl.load(grad_residual + offsets, mask=row_ok[:, None], other=0.0)
     tl.store(grad_hidden_states + offsets, acc, mask=row_ok[:, None])
+
+
+@triton.jit
+def input_grad_gemm_kernel(
+    grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states,
+    M,
+    H: tl.constexpr,
+    I: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), H // BLOCK_N, GROUP_M)
+    input_grad_tile(tile_m, tile_n, grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states,
+                    M, H, I, BLOCK_M, BLOCK_N, BLOCK_K)

@@ -25,61 +25,84 @@ LN_PARTIAL_ROWS = ("grad_ln_weight", "grad_ln_bias", "grad_fc2_bias")
 
 
 @triton.jit
-def layernorm_backward_kernel(
+def layernorm_backward_rows(
+    first_block,  # this program's first BLOCK_M-row block; it then steps by `block_stride`
+    block_stride,
     grad_output,  # (M, H) fp32
     normalized,  # (M, H) fp32
     var,  # (M,) fp32
     ln_weight,  # (H,) fp32
     eps,  # fp32 scalar
     hidden_states,  # (M, H) fp32
-    fc1_weight,  # (I, H) fp32
-    fc2_weight,  # (H, I) fp32
     grad_residual,  # out (M, H) fp32
     grad_residual_f16,  # out (M, H) fp16
     hidden_states_f16,  # out (M, H) fp16
+    partials_row,  # out (3, H) fp32: this program's row of the partial sums
+    M,
+    H: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+):
+    cols = tl.arange(0, H)
+    w = tl.load(ln_weight + cols)
+    sum_dy_xhat = tl.zeros([H], dtype=tl.float32)
+    sum_dy = tl.zeros([H], dtype=tl.float32)
+    sum_dx = tl.zeros([H], dtype=tl.float32)
+    for block in range(first_block, tl.cdiv(M, BLOCK_M), block_stride):
+        rows = block * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+        row_ok = rows < M
+        offsets = rows[:, None] * H + cols[None, :]
+        dy = tl.load(grad_output + offsets, mask=row_ok[:, None], other=0.0)
+        xhat = tl.load(normalized + offsets, mask=row_ok[:, None], other=0.0)
+        rstd = 1.0 / tl.sqrt(tl.load(var + rows, mask=row_ok, other=1.0) + eps)
+        g = dy * w[None, :]
+        c1 = tl.sum(g, axis=1) / H
+        c2 = tl.sum(g * xhat, axis=1) / H
+        dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])  # zero on masked rows
+        tl.store(grad_residual + offsets, dx, mask=row_ok[:, None])
+        tl.store(grad_residual_f16 + offsets, dx.to(tl.float16), mask=row_ok[:, None])
+        x = tl.load(hidden_states + offsets, mask=row_ok[:, None], other=0.0)
+        tl.store(hidden_states_f16 + offsets, x.to(tl.float16), mask=row_ok[:, None])
+        sum_dy_xhat += tl.sum(dy * xhat, axis=0)
+        sum_dy += tl.sum(dy, axis=0)
+        sum_dx += tl.sum(dx, axis=0)
+    tl.store(partials_row + 0 * H + cols, sum_dy_xhat)
+    tl.store(partials_row + 1 * H + cols, sum_dy)
+    tl.store(partials_row + 2 * H + cols, sum_dx)
+
+
+@triton.jit
+def round_weights_chunk(
+    chunk,
+    fc1_weight,  # (I, H) fp32
+    fc2_weight,  # (H, I) fp32
     fc1_weight_f16,  # out (I, H) fp16
     fc2_weight_f16,  # out (H, I) fp16
+    WEIGHT_BLOCK: tl.constexpr,
+):
+    offsets = chunk * WEIGHT_BLOCK + tl.arange(0, WEIGHT_BLOCK)
+    tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
+    tl.store(fc2_weight_f16 + offsets, tl.load(fc2_weight + offsets).to(tl.float16))
+
+
+@triton.jit
+def layernorm_backward_kernel(
+    grad_output, normalized, var, ln_weight, eps, hidden_states, fc1_weight, fc2_weight,
+    grad_residual, grad_residual_f16, hidden_states_f16, fc1_weight_f16, fc2_weight_f16,
     partials,  # out (row_programs, 3, H) fp32
     M,
     row_programs,
     H: tl.constexpr,
-    I: tl.constexpr,
     BLOCK_M: tl.constexpr,
     WEIGHT_BLOCK: tl.constexpr,
 ):
+    """Programs [0, row_programs) take the rows; the rest round one weight chunk each."""
     pid = tl.program_id(0)
     if pid < row_programs:
-        cols = tl.arange(0, H)
-        w = tl.load(ln_weight + cols)
-        sum_dy_xhat = tl.zeros([H], dtype=tl.float32)
-        sum_dy = tl.zeros([H], dtype=tl.float32)
-        sum_dx = tl.zeros([H], dtype=tl.float32)
-        for block in range(pid, tl.cdiv(M, BLOCK_M), row_programs):
-            rows = block * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
-            row_ok = rows < M
-            offsets = rows[:, None] * H + cols[None, :]
-            dy = tl.load(grad_output + offsets, mask=row_ok[:, None], other=0.0)
-            xhat = tl.load(normalized + offsets, mask=row_ok[:, None], other=0.0)
-            rstd = 1.0 / tl.sqrt(tl.load(var + rows, mask=row_ok, other=1.0) + eps)
-            g = dy * w[None, :]
-            c1 = tl.sum(g, axis=1) / H
-            c2 = tl.sum(g * xhat, axis=1) / H
-            dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])  # zero on masked rows
-            tl.store(grad_residual + offsets, dx, mask=row_ok[:, None])
-            tl.store(grad_residual_f16 + offsets, dx.to(tl.float16), mask=row_ok[:, None])
-            x = tl.load(hidden_states + offsets, mask=row_ok[:, None], other=0.0)
-            tl.store(hidden_states_f16 + offsets, x.to(tl.float16), mask=row_ok[:, None])
-            sum_dy_xhat += tl.sum(dy * xhat, axis=0)
-            sum_dy += tl.sum(dy, axis=0)
-            sum_dx += tl.sum(dx, axis=0)
-        out = partials + pid * (3 * H) + cols
-        tl.store(out + 0 * H, sum_dy_xhat)
-        tl.store(out + 1 * H, sum_dy)
-        tl.store(out + 2 * H, sum_dx)
+        layernorm_backward_rows(pid, row_programs, grad_output, normalized, var, ln_weight, eps, hidden_states,
+                                grad_residual, grad_residual_f16, hidden_states_f16, partials + pid * (3 * H),
+                                M, H, BLOCK_M)
     else:
-        offsets = (pid - row_programs) * WEIGHT_BLOCK + tl.arange(0, WEIGHT_BLOCK)
-        tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
-        tl.store(fc2_weight_f16 + offsets, tl.load(fc2_weight + offsets).to(tl.float16))
+        round_weights_chunk(pid - row_programs, fc1_weight, fc2_weight, fc1_weight_f16, fc2_weight_f16, WEIGHT_BLOCK)
 
 
 def weight_programs(H: int, I: int, weight_block: int) -> int:

@@ -59,7 +59,8 @@ def _column_sum(
 
 
 @triton.jit
-def weight_grad_kernel(
+def weight_grad_tile(
+    pid,  # tile index in [0, weight_grad_programs(...))
     grad_residual,  # (M, H) fp16
     gelu_output,  # (M, I) fp16 copy from stage 2, or the fp32 input
     grad_fc1_output,  # (M, I) fp16
@@ -82,7 +83,6 @@ def weight_grad_kernel(
     BLOCK_K: tl.constexpr,
     SUM_BLOCK_R: tl.constexpr,
 ):
-    pid = tl.program_id(0)
     fc2_tiles: tl.constexpr = (H // BLOCK_P) * (I // BLOCK_Q)
     fc1_tiles: tl.constexpr = (I // BLOCK_P) * (H // BLOCK_Q)
     if pid < fc2_tiles:
@@ -103,6 +103,25 @@ def weight_grad_kernel(
         else:
             offset = (chunk - 3) * H
             _column_sum(bias_partials + offset, I, num_bias_partials, grad_fc1_bias + offset, H, SUM_BLOCK_R)
+
+
+@triton.jit
+def weight_grad_kernel(
+    grad_residual, gelu_output, grad_fc1_output, hidden_states,
+    ln_partials, num_ln_partials, bias_partials, num_bias_partials,
+    grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias,
+    M,
+    H: tl.constexpr,
+    I: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SUM_BLOCK_R: tl.constexpr,
+):
+    weight_grad_tile(tl.program_id(0), grad_residual, gelu_output, grad_fc1_output, hidden_states,
+                     ln_partials, num_ln_partials, bias_partials, num_bias_partials,
+                     grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias,
+                     M, H, I, BLOCK_P, BLOCK_Q, BLOCK_K, SUM_BLOCK_R)
 
 
 def weight_grad_programs(H: int, I: int, block_p: int, block_q: int) -> int:
