@@ -35,9 +35,9 @@ SWEEPS = {"large": [
     {"layernorm_waves": 8}, {"layernorm_block_m": 8}, {"layernorm_block_m": 32},
 ], "small": [
     {"single_launch": None},
-    {"single_launch": dataclasses.replace(_SINGLE, max_tokens=1 << 30)},
-    {"single_launch": dataclasses.replace(_SINGLE, max_tokens=1 << 30, num_warps=8)},
-    {"single_launch": dataclasses.replace(_SINGLE, max_tokens=1 << 30, programs_per_sm=2)},
+    {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
+    {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),))},
+    {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),), num_warps=8)},
 ]}
 
 
@@ -46,7 +46,7 @@ def _variant_name(overrides: dict) -> str:
         if isinstance(v, GemmConfig):
             return f"{v.block_m}x{v.block_n}x{v.block_k}w{v.num_warps}s{v.num_stages}"
         if isinstance(v, configs.SingleLaunchConfig):
-            return f"max{v.max_tokens}w{v.num_warps}p{v.programs_per_sm}"
+            return f"{v.programs_per_sm}w{v.num_warps}"
         return str(v)
     return ",".join(f"{k}={fmt(v)}" for k, v in overrides.items())
 

@@ -71,7 +71,7 @@ class Workspace:
     grad_residual_f16: torch.Tensor  # (M, H) fp16
     hidden_states_f16: torch.Tensor  # (M, H) fp16
     fc1_weight_f16: torch.Tensor  # (I, H) fp16
-    fc2_weight_f16: torch.Tensor  # (H, I) fp16
+    fc2_weight_f16: torch.Tensor  # (2, H, I) fp16: hi and lo parts
     grad_fc1_output: torch.Tensor  # (M, I) fp16
     gelu_operand: torch.Tensor  # (M, I): fp16 copy of gelu_output, or gelu_output itself
     ln_partials: torch.Tensor  # (programs, 3, H) fp32
@@ -90,7 +90,7 @@ class Workspace:
             grad_residual_f16=empty(M, H, dtype=torch.float16),
             hidden_states_f16=empty(M, H, dtype=torch.float16),
             fc1_weight_f16=empty(I, H, dtype=torch.float16),
-            fc2_weight_f16=empty(H, I, dtype=torch.float16),
+            fc2_weight_f16=empty(2, H, I, dtype=torch.float16),
             grad_fc1_output=empty(M, I, dtype=torch.float16),
             gelu_operand=empty(M, I, dtype=torch.float16) if copy_gelu_f16 else gelu_output,
             ln_partials=empty(ln_programs, 3, H),
@@ -126,7 +126,7 @@ def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan:
     M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
     c = plan.single_launch
     # The Triton interpreter runs programs one after another: a grid barrier needs a grid of one.
-    programs = c.programs_per_sm * multiprocessor_count(device) if device.type == "cuda" else 1
+    programs = c.programs(M, multiprocessor_count(device)) if device.type == "cuda" else 1
     ws = Workspace.allocate(dims, x.gelu_output, True, programs, triton.cdiv(M, c.gelu_gemm.block_m))
     g2, g3, g4 = c.gelu_gemm, c.input_gemm, c.weight_gemm
     return [Launch(
@@ -159,7 +159,7 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
                (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.fc1_weight,
                 x.fc2_weight, ws.grad_residual, ws.grad_residual_f16, ws.hidden_states_f16, ws.fc1_weight_f16,
                 ws.fc2_weight_f16, ws.ln_partials, M, row_programs),
-               dict(H=H, BLOCK_M=plan.layernorm_block_m, WEIGHT_BLOCK=plan.weight_block), dict(num_warps=4)),
+               dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, WEIGHT_BLOCK=plan.weight_block), dict(num_warps=4)),
         Launch(gelu_backward_gemm_kernel, (bias_partial_rows * (I // g2.block_n),),
                (ws.grad_residual_f16, ws.fc2_weight_f16, x.fc1_output, x.gelu_output, ws.grad_fc1_output,
                 ws.gelu_operand, ws.bias_partials, M),

@@ -4,7 +4,7 @@
     grad_fc1_output = grad_gelu * gelu'(fc1_output)           elementwise, fp32
     grad_fc1_bias   = sum_m grad_fc1_output                    (partial sums per row-block)
 
-GEMM operands are fp16 (rounded by stage 1) with fp32 accumulation (see README: fp16 operands pass
+GEMM operands are fp16 (rounded by stage 1; fc2_weight as hi + lo, two MMAs) with fp32 accumulation (see README: fp16 operands pass
 042's tolerance, bf16 and Triton's default TF32 truncation do not). `grad_fc1_output` is stored in
 fp16 because its only later uses are as a GEMM operand; the bias sums use the fp32 values.
 With COPY_GELU_F16 the epilogue also rounds this tile of `gelu_output` to fp16, the operand of
@@ -23,7 +23,7 @@ def gelu_backward_tile(
     tile_m,
     tile_n,
     grad_residual,  # (M, H) fp16
-    fc2_weight,  # (H, I) fp16
+    fc2_weight,  # (2, H, I) fp16: hi and lo parts
     fc1_output,  # (M, I) fp32
     gelu_output,  # (M, I) fp32, read only with COPY_GELU_F16
     grad_fc1_output,  # out (M, I) fp16
@@ -53,8 +53,9 @@ def gelu_backward_tile(
     for k in range(0, H, BLOCK_K):
         ks = k + tl.arange(0, BLOCK_K)
         a = tl.load(grad_residual + rows[:, None] * H + ks[None, :], mask=row_ok[:, None], other=0.0)
-        b = tl.load(fc2_weight + ks[:, None] * I + cols[None, :])
-        acc = tl.dot(a, b, acc)
+        b_offsets = ks[:, None] * I + cols[None, :]
+        acc = tl.dot(a, tl.load(fc2_weight + b_offsets), acc)
+        acc = tl.dot(a, tl.load(fc2_weight + H * I + b_offsets), acc)
 
     d = acc * gelu_tanh_grad(x)  # zero on masked rows, since acc is
     tl.store(grad_fc1_output + offsets, d.to(tl.float16), mask=row_ok[:, None])

@@ -59,7 +59,7 @@ def ffn_backward_single_launch_kernel(
                             grad_residual, grad_residual_f16, hidden_states_f16, ln_partials + pid * (3 * H),
                             M, H, LN_BLOCK_M)
     for chunk in range(pid, H * I // WEIGHT_BLOCK, num_programs):
-        round_weights_chunk(chunk, fc1_weight, fc2_weight, fc1_weight_f16, fc2_weight_f16, WEIGHT_BLOCK)
+        round_weights_chunk(chunk, fc1_weight, fc2_weight, fc1_weight_f16, fc2_weight_f16, H, I, WEIGHT_BLOCK)
     grid_barrier(sync, num_programs)
 
     # Phase 2: grad_fc1_output = (grad_residual @ fc2_weight) * gelu'(fc1_output).
