@@ -73,7 +73,7 @@ def _kernel_times(call, iters: int = 5) -> dict[str, float]:
     return dict(totals)
 
 
-def measure(tokens: int, plan: configs.LaunchPlan, device) -> dict:
+def measure(tokens: int, plan: configs.LaunchPlan, device, with_kernels: bool) -> dict:
     arch = configs.architecture(device)
     saved = configs.PLANS[arch]
     configs.PLANS[arch] = plan
@@ -82,7 +82,7 @@ def measure(tokens: int, plan: configs.LaunchPlan, device) -> dict:
         call = lambda: solution_run(*inputs, *outputs)  # noqa: E731
         ms = triton.testing.do_bench(call, warmup=25, rep=200, return_mode="median")
         official = time_call(solution_run, list(inputs), outputs, warmup=10, rep=50)
-        kernels = _kernel_times(call)
+        kernels = _kernel_times(call) if with_kernels else {}
     finally:
         configs.PLANS[arch] = saved
     flops = 4 * 2 * tokens * 512 * 2048
@@ -95,6 +95,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[128, 1163, 17312, 131072])
     parser.add_argument("--sweep", choices=sorted(SWEEPS), help="also try these variants")
+    parser.add_argument("--kernels", action="store_true",
+                        help="also profile per-kernel times with torch.profiler; it leaves CUPTI state that "
+                             "inflates every later official-timer measurement in the process")
     parser.add_argument("--out", default="out/stages.json")
     args = parser.parse_args(argv)
     device = torch.device("cuda")
@@ -106,7 +109,7 @@ def main(argv=None) -> int:
             variants += [(_variant_name(o), dataclasses.replace(base, **o)) for o in SWEEPS[args.sweep]]
         for name, plan in variants:
             try:
-                r = measure(tokens, plan, device)
+                r = measure(tokens, plan, device, args.kernels)
             except Exception as e:  # an over-sized config fails to compile: record it and go on
                 r = {"tokens": tokens, "error": repr(e)[:300]}
             r["variant"] = name
