@@ -20,7 +20,7 @@ import torch
 import triton
 
 import reference
-from bench.provenance import provenance
+from evaluation.provenance import provenance
 from evaluation.timer import time_call
 from solution import configs
 from solution.configs import GemmConfig

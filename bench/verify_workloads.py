@@ -18,7 +18,7 @@ import time
 import torch
 
 import reference
-from bench.provenance import provenance
+from evaluation.provenance import provenance
 from solution.ffn_backward import run as solution_run
 
 

@@ -24,6 +24,7 @@ import threading
 from pathlib import Path
 
 from evaluation import offline, report
+from evaluation.provenance import git_commit
 from evaluation.staging import BenchmarkConfig, load_solution, stage
 from evaluation.trace import PASSED, RUNTIME_ERROR, TIMEOUT, dumps, make_trace
 from reference.problem import DEFINITION, ROOT, WORKLOAD_PATH
@@ -69,8 +70,7 @@ def provenance(traces: list[dict], timer: str) -> dict:
         "torch": torch.__version__,
         "triton": triton_version,
         "python": sys.version.split()[0],
-        "git_commit": _command_output(["git", "rev-parse", "HEAD"], cwd=ROOT),
-        "git_dirty": bool(_command_output(["git", "status", "--porcelain"], cwd=ROOT)),
+        "git_commit": git_commit(),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "timer": timer,
         "method": "protocol.md §2.2-2.9 reproduction (evaluation.driver); baselines timed in the same run",

@@ -9,17 +9,21 @@ import subprocess
 import torch
 import triton
 
+from reference.problem import ROOT
 
-def _git_commit() -> str:
-    """HEAD of the checkout, or FFN042_COMMIT where the tree was copied without its .git."""
+
+def git_commit() -> str:
+    """HEAD of the checkout ("-dirty" with uncommitted changes to tracked files), or FFN042_COMMIT
+    where the tree was copied without its .git (the GPU machine)."""
     if os.environ.get("FFN042_COMMIT"):
         return os.environ["FFN042_COMMIT"]
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout
-        return out.stdout.strip() + ("-dirty" if dirty.strip() else "")
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return head.stdout.strip() + ("-dirty" if dirty.strip() else "")
 
 
 def provenance(method: str) -> dict:
@@ -29,7 +33,7 @@ def provenance(method: str) -> dict:
         "torch": torch.__version__,
         "triton": triton.__version__,
         "cuda": torch.version.cuda,
-        "commit": _git_commit(),
+        "commit": git_commit(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "method": method,
     }
