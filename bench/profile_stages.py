@@ -38,6 +38,14 @@ SWEEPS = {"large": [
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),))},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),), num_warps=8)},
+ ], "gelu": [
+    {"gelu_gemm": GemmConfig(64, 128, 64, 4, 4)}, {"gelu_gemm": GemmConfig(64, 128, 64, 4, 3)},
+    {"gelu_gemm": GemmConfig(128, 128, 64, 8, 3)}, {"gelu_gemm": GemmConfig(64, 256, 64, 4, 3)},
+], "single": [
+    {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
+    {"single_launch": dataclasses.replace(_SINGLE, weight_gemm=GemmConfig(128, 128, 64, 4, 3))},
+    {"single_launch": dataclasses.replace(_SINGLE, input_gemm=GemmConfig(64, 128, 64, 4, 3))},
+    {"single_launch": dataclasses.replace(_SINGLE, num_warps=8)},
 ]}
 
 
