@@ -49,12 +49,18 @@ SWEEPS = {"large": [
 ]}
 
 
+def _gemm_name(c: GemmConfig) -> str:
+    return f"{c.block_m}x{c.block_n}x{c.block_k}w{c.num_warps}s{c.num_stages}"
+
+
 def _variant_name(overrides: dict) -> str:
+    """Name the overridden fields; for a single-launch config, only the fields that differ."""
     def fmt(v):
         if isinstance(v, GemmConfig):
-            return f"{v.block_m}x{v.block_n}x{v.block_k}w{v.num_warps}s{v.num_stages}"
+            return _gemm_name(v)
         if isinstance(v, configs.SingleLaunchConfig):
-            return f"{v.programs_per_sm}w{v.num_warps}"
+            changed = {f.name: getattr(v, f.name) for f in dataclasses.fields(v) if getattr(v, f.name) != getattr(_SINGLE, f.name)}
+            return "(" + ",".join(f"{k}={_gemm_name(x) if isinstance(x, GemmConfig) else x}" for k, x in changed.items()) + ")"
         return str(v)
     return ",".join(f"{k}={fmt(v)}" for k, v in overrides.items())
 
@@ -123,13 +129,19 @@ def main(argv=None) -> int:
             r["variant"] = name
             rows.append(r)
             ks = " ".join(f"{k.replace('_kernel', '')}={v * 1000:.0f}us" for k, v in sorted(r.get("kernels_ms", {}).items()))
+            _write(args.out, rows)
             print(f"M={tokens:>6} {name:>36}: {r.get('ms', float('nan')) * 1000:9.1f} us "
                   f"[{r.get('timer', '-')} {r.get('official_ms', float('nan')) * 1000:8.1f} us] "
                   f"{r.get('tflops', 0):6.1f} TFLOP/s | {ks or r.get('error')}", flush=True)
-    with open(args.out, "w") as f:
-        json.dump({"provenance": provenance("do_bench median (CUDA events, L2 flushed); torch.profiler kernel times"),
-                   "rows": rows}, f, indent=1)
     return 0
+
+
+def _write(path: str, rows: list) -> None:
+    """Rewritten after every row, so that a run cut short still leaves its measurements."""
+    with open(path, "w") as f:
+        json.dump({"provenance": provenance("do_bench median (CUDA events, L2 flushed); official timer "
+                                            "(evaluation.timer); torch.profiler kernel times with --kernels"),
+                   "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -57,14 +57,16 @@ class LaunchPlan:
 
 
 # H200 measurements behind each choice: results/stages_03ebe89.json (profile_stages.py, M=131072;
-# stage-2/3/4 GEMM and LayerNorm variants, kernel times) and results/small_03ebe89.json (official
-# timer, 128-7184 tokens: one launch vs four, programs per SM, warps).
+# stage-2/3/4 GEMM and LayerNorm variants, kernel times), results/small_03ebe89.json (official
+# timer, 128-7184 tokens: one launch vs four, programs per SM, warps) and results/gelu_f0de71a.json.
 _HOPPER = LaunchPlan(
     layernorm_block_m=8,  # 452 us vs 503 (16 rows) and 3521 (32 rows) at M=131072
     layernorm_waves=4,
     weight_block=8192,
     copy_gelu_f16=True,  # stage 4 reading fp32 gelu_output: 2794 us vs 1069 us at M=131072
-    gelu_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4),  # 1777 us vs 1829
+    # 3997 us in all vs 4214 with 4 stages (results/gelu_f0de71a.json, M=131072); 1777 us vs 1829 for
+    # 4 stages vs the first 128x128x32 (stages_03ebe89.json)
+    gelu_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3),
     input_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4),  # 550 us vs 730
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),  # 820 us vs 1073
     sum_block_r=32,
