@@ -73,7 +73,9 @@ _HOPPER = LaunchPlan(
     single_launch=SingleLaunchConfig(
         # one launch vs four (official timer): 128 tokens 40 vs 374 us; 1163: 162 vs 302; 2984: 288 vs
         # 383; 7184: 590 vs 578. One program per SM is best to ~1000 tokens (85 vs 96 us at 128), two
-        # above (162 vs 189 us at 1163; 288 vs 384 at 2984).
+        # above (162 vs 189 us at 1163; 288 vs 384 at 2984). All but the first of these ran after
+        # torch.profiler in the same process, which inflates the timer (PERFORMANCE.md, v3): comparable
+        # with each other, to be re-measured cleanly.
         programs_per_sm=((1024, 1), (4096, 2)),
         num_warps=4,
         gelu_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
