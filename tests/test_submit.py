@@ -7,6 +7,7 @@ the check: 2.2 step 8.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -127,3 +128,12 @@ def test_check_fails_with_wrong_values(tmp_path):
     result = submit(solution_dir, output, "--check", "--no-write")
     assert result.returncode != 0
     assert "grad_hidden_states: matched" in result.stdout and "FAIL" in result.stdout, result.stdout + result.stderr
+
+
+def test_committed_solution_json_is_current():
+    """The solution.json in the repository packages exactly the current solution/ sources."""
+    spec = importlib.util.spec_from_file_location("submit", ROOT / "submit.py")
+    submit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(submit)
+    built = submit.render(submit.build_solution(ROOT / "solution", ROOT))
+    assert (ROOT / "solution.json").read_text() == built, "run python submit.py and commit solution.json"
