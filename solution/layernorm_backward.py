@@ -9,7 +9,8 @@ dx is `grad_residual`: it flows both into FC2's backward and straight through th
 it is stored twice: fp32 for the residual add, fp16 as a GEMM operand. The column sums over all
 tokens are
     grad_ln_weight = sum_m dy * xhat,   grad_ln_bias = sum_m dy,   grad_fc2_bias = sum_m dx;
-each row program keeps its own running sums and writes them to its row of `partials`, which stage 4
+each row program keeps its own running sums and writes them to its row of `partials`
+(partials[p] = [grad_ln_weight, grad_ln_bias, grad_fc2_bias] sums of program p), which stage 4
 reduces in a fixed order (deterministic).
 
 The same launch rounds the other GEMM operands to fp16 once, so that the GEMM kernels read 16-bit
@@ -22,10 +23,6 @@ tolerance (a sum over all tokens of grad_fc1_output).
 
 import triton
 import triton.language as tl
-
-# `partials[p]` holds row program p's three running sums, in this order.
-LN_PARTIAL_ROWS = ("grad_ln_weight", "grad_ln_bias", "grad_fc2_bias")
-
 
 @triton.jit
 def layernorm_backward_rows(
