@@ -192,6 +192,7 @@ def write_atomically(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a packaged file is for others to read
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -25,11 +25,11 @@ from pathlib import Path
 
 from evaluation import offline, report
 from evaluation.provenance import git_commit
-from evaluation.staging import BenchmarkConfig, load_solution, stage
+from evaluation.staging import BenchmarkConfig, load_solution, positive_int, stage
 from evaluation.trace import PASSED, RUNTIME_ERROR, TIMEOUT, dumps, make_trace
 from reference.problem import DEFINITION, ROOT, WORKLOAD_PATH
 
-DEFAULT_TIMEOUT_S = 3600
+DEFAULT_TIMEOUT_S = 600  # the official CLI's --timeout default (§2.4), baselines included here
 
 
 def select_workloads(raw: list[dict], spec: str | None) -> list[dict]:
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluation.cli", description=__doc__.splitlines()[0])
     parser.add_argument("--solution", default="solution.json")
     parser.add_argument("--workloads", default=None, help="indices or uuids, comma-separated")
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rounds", type=positive_int, default=10)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--baselines", default="eager,compile,optimized", help="comma list, or none")

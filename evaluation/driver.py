@@ -28,9 +28,9 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402,F401  (imported before the staging dir can shadow it)
 
-from evaluation import guards, hardening  # noqa: E402
+from evaluation import compare, guards, hardening, io_conventions, timer  # noqa: E402
 from evaluation.baselines import run_baselines  # noqa: E402
-from evaluation.staging import BenchmarkConfig  # noqa: E402
+from evaluation.staging import BenchmarkConfig, positive_int  # noqa: E402
 from evaluation.trace import REWARD_HACK, RUNTIME_ERROR, Log, dumps, make_trace  # noqa: E402
 from evaluation.workload_eval import Harness, WorkloadEvaluation  # noqa: E402
 from evaluation.io_conventions import custom_input_generator  # noqa: E402
@@ -70,7 +70,27 @@ def isolate_from_repo() -> None:
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT]
 
 
-INTEGRITY_NAMES = (
+# §2.2 step 7: the official driver's eleven global functions, bound here under their official names
+# to what does their work in this evaluator, so that a solution patching one of them through
+# sys.modules["__main__"] (this module, run with -m) gets REWARD_HACK as it would officially (§2.8
+# check 2); then this driver's own globals.
+time_runnable = timer.time_call
+compute_error_stats = compare.check
+check_monkey_patch = guards.elapsed_time_patched
+check_lazy_outputs = guards.first_lazy_output
+check_thread_injection = guards.thread_count
+check_eval_integrity = guards.IntegritySnapshot.violated
+_call_and_collect_outputs = WorkloadEvaluation.run
+gen_inputs = custom_input_generator
+allocate_outputs = io_conventions.allocate_outputs
+normalize_outputs = io_conventions.normalize_outputs
+make_eval = make_trace
+OFFICIAL_INTEGRITY_NAMES = (
+    "time_runnable", "compute_error_stats", "check_monkey_patch", "check_lazy_outputs",
+    "check_thread_injection", "check_eval_integrity", "_call_and_collect_outputs", "gen_inputs",
+    "allocate_outputs", "normalize_outputs", "make_eval",
+)
+INTEGRITY_NAMES = OFFICIAL_INTEGRITY_NAMES + (
     "emit",
     "load_reference",
     "load_user_function",
@@ -143,9 +163,12 @@ def evaluate_all(args, staging: Path, side_stream) -> None:
         if shadowing:
             result.side["hardening"].append(f"sources shadow installed modules: {', '.join(shadowing)}")
         if result.inputs is not None and baselines:
-            result.side["baselines"] = run_baselines(
-                baselines, reference.run, result, workload, config, result.trace["evaluation"]["performance"]
-            )
+            # Not in the official run: keep the seeded RNG stream (§2.2 step 12) as if they never ran,
+            # so the next workloads draw the official inputs.
+            with torch.random.fork_rng(devices=[harness.device] if harness.device.type == "cuda" else []):
+                result.side["baselines"] = run_baselines(
+                    baselines, reference.run, result, workload, config, result.trace["evaluation"]["performance"]
+                )
         side_stream.write(json.dumps(result.side, allow_nan=False) + "\n")
         side_stream.flush()
         del result
@@ -155,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -P -m evaluation.driver")
     parser.add_argument("staging", type=Path)
     parser.add_argument("--side", type=Path, required=True)
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rounds", type=positive_int, default=10)
     parser.add_argument("--baselines", default="eager,compile,optimized")
     parser.add_argument("--offline-dir", default=None)
     args = parser.parse_args(argv)

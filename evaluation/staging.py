@@ -8,6 +8,8 @@ rejected instead of silently overwriting the JSON files (§2.1 "a hardened packa
 
 from __future__ import annotations
 
+import argparse
+
 import json
 import tempfile
 from dataclasses import asdict, dataclass
@@ -183,3 +185,11 @@ def package_directory(
         },
         "sources": sources,
     }
+
+
+def positive_int(text: str) -> int:
+    """argparse type for --rounds: round 0 sets the thread baseline, and round 9's inputs are timed."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value

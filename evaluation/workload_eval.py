@@ -95,8 +95,9 @@ class WorkloadEvaluation:
         except Exception as e:
             raise _Stop(RUNTIME_ERROR, Log.gen_inputs(e))
         try:
-            expected = normalize_outputs(h.reference_run(*inputs), h.definition, h.device)
+            returned = h.reference_run(*inputs)
             h.synchronize()
+            expected = normalize_outputs(returned, h.definition, h.device)
         except Exception as e:
             raise _Stop(INVALID_REFERENCE, Log.reference(e, traceback.format_exc()))
         snapshot = hardening.InputSnapshot(self.input_names, inputs)

@@ -7,6 +7,7 @@ each other or any input: the kernels write them while reading the inputs.
 
 from __future__ import annotations
 
+import math
 import numbers
 import os
 from dataclasses import dataclass
@@ -107,5 +108,7 @@ def check_arguments(inputs: dict, eps: object, outputs: dict) -> Dims:
             _check_tensor(name, values[name], expected, device)
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps: expected a Python number, got {type(eps).__name__}")
+    if not (math.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps: expected a finite number >= 0, got {eps}")
     _check_no_overlap(inputs, outputs)
     return Dims(tokens=b * s, hidden=h, intermediate=i, device=device)

@@ -26,11 +26,12 @@ class SingleLaunchConfig:
     """The one-launch path (single_launch.py), used up to `max_tokens` tokens."""
 
     # ((up to this many tokens, programs per SM), ...), ascending; the last bound is the path's
-    # limit. Every program must be resident at once (grid barrier): with 4 warps and <= 64 KiB of
-    # shared memory, 2 programs fit on every SM of an H100/H200/B200.
+    # limit. Every program must be resident at once (grid barrier): bench/compile_check.py checks the
+    # worst case (255 registers a thread) against each SM's registers, shared memory and warps.
     programs_per_sm: tuple[tuple[int, int], ...]
-    num_warps: int
-    gelu_gemm: GemmConfig  # group_m and num_stages/num_warps unused: one kernel, one setting
+    num_warps: int  # one kernel: one warp count and one pipeline depth for all phases
+    num_stages: int
+    gelu_gemm: GemmConfig  # of these, only the block shapes apply
     input_gemm: GemmConfig
     weight_gemm: GemmConfig
 
@@ -48,7 +49,6 @@ class LaunchPlan:
     layernorm_block_m: int  # rows per LayerNorm-backward step
     layernorm_waves: int  # LayerNorm-backward programs per SM (each loops over row blocks)
     weight_block: int  # weight elements each stage-1 program rounds to fp16
-    copy_gelu_f16: bool  # stage 2 writes an fp16 copy of gelu_output for stage 4 (else it reads fp32)
     gelu_gemm: GemmConfig  # stage 2: grad_residual @ fc2_weight, GELU epilogue
     input_gemm: GemmConfig  # stage 3: grad_fc1_output @ fc1_weight + grad_residual
     weight_gemm: GemmConfig  # stage 4: x^T @ y over tokens (block_m x block_n output tiles)
@@ -63,7 +63,8 @@ _HOPPER = LaunchPlan(
     layernorm_block_m=8,  # 452 us vs 503 (16 rows) and 3521 (32 rows) at M=131072
     layernorm_waves=4,
     weight_block=8192,
-    copy_gelu_f16=True,  # stage 4 reading fp32 gelu_output: 2794 us vs 1069 us at M=131072
+    # (stage 2 copies gelu_output to fp16 for stage 4: stage 4 reading the fp32 input instead took
+    # 2794 us vs 1069 us at M=131072, results/stages_120d9f6.json)
     # 3997 us in all vs 4214 with 4 stages (results/gelu_f0de71a.json, M=131072); 1777 us vs 1829 for
     # 4 stages vs the first 128x128x32 (stages_03ebe89.json)
     gelu_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3),
@@ -78,6 +79,7 @@ _HOPPER = LaunchPlan(
         # with each other, to be re-measured cleanly.
         programs_per_sm=((1024, 1), (4096, 2)),
         num_warps=4,
+        num_stages=3,
         gelu_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
         input_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
         weight_gemm=GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3),

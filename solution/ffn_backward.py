@@ -23,6 +23,7 @@ each with its own tile shape and warp count.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -73,13 +74,12 @@ class Workspace:
     fc1_weight_f16: torch.Tensor  # (I, H) fp16
     fc2_weight_f16: torch.Tensor  # (2, H, I) fp16: hi and lo parts
     grad_fc1_output: torch.Tensor  # (M, I) fp16
-    gelu_operand: torch.Tensor  # (M, I): fp16 copy of gelu_output, or gelu_output itself
+    gelu_output_f16: torch.Tensor  # (M, I) fp16
     ln_partials: torch.Tensor  # (programs, 3, H) fp32
     bias_partials: torch.Tensor  # (cdiv(M, stage-2 block_m), I) fp32
 
     @classmethod
-    def allocate(cls, dims: Dims, gelu_output: torch.Tensor, copy_gelu_f16: bool, ln_programs: int,
-                 bias_partial_rows: int) -> Workspace:
+    def allocate(cls, dims: Dims, ln_programs: int, bias_partial_rows: int) -> Workspace:
         M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
 
         def empty(*shape, dtype=torch.float32):
@@ -92,7 +92,7 @@ class Workspace:
             fc1_weight_f16=empty(I, H, dtype=torch.float16),
             fc2_weight_f16=empty(2, H, I, dtype=torch.float16),
             grad_fc1_output=empty(M, I, dtype=torch.float16),
-            gelu_operand=empty(M, I, dtype=torch.float16) if copy_gelu_f16 else gelu_output,
+            gelu_output_f16=empty(M, I, dtype=torch.float16),
             ln_partials=empty(ln_programs, 3, H),
             bias_partials=empty(bias_partial_rows, I),
         )
@@ -102,15 +102,16 @@ _BARRIER_COUNTERS: dict = {}
 
 
 def barrier_counters(device: torch.device) -> torch.Tensor:
-    """The grid barrier's two counters for launches on `device`'s current stream.
+    """The grid barrier's two counters for `device`.
 
-    Allocated zeroed once per (device, stream) and reset by every barrier itself, so later calls
-    launch no memset. One per stream, so that launches on different streams never share one.
+    Allocated zeroed on the first call for the device (that call alone also launches the fill) and
+    left ready by every barrier, so later calls launch no memset. One pair per device: calls on one
+    device must not run concurrently on different streams anyway, since two persistent grids that
+    each want every SM could both be partly resident and wait on each other forever.
     """
-    key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
-    if key not in _BARRIER_COUNTERS:
-        _BARRIER_COUNTERS[key] = torch.zeros(2, dtype=torch.int32, device=device)
-    return _BARRIER_COUNTERS[key]
+    if device not in _BARRIER_COUNTERS:
+        _BARRIER_COUNTERS[device] = torch.zeros(2, dtype=torch.int32, device=device)
+    return _BARRIER_COUNTERS[device]
 
 
 def _gemm_meta(g: GemmConfig) -> dict:
@@ -127,14 +128,14 @@ def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan:
     c = plan.single_launch
     # The Triton interpreter runs programs one after another: a grid barrier needs a grid of one.
     programs = c.programs(M, multiprocessor_count(device)) if device.type == "cuda" else 1
-    ws = Workspace.allocate(dims, x.gelu_output, True, programs, triton.cdiv(M, c.gelu_gemm.block_m))
+    ws = Workspace.allocate(dims, programs, triton.cdiv(M, c.gelu_gemm.block_m))
     g2, g3, g4 = c.gelu_gemm, c.input_gemm, c.weight_gemm
     return [Launch(
         ffn_backward_single_launch_kernel, (programs,),
         (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.fc1_weight, x.fc2_weight,
          x.fc1_output, x.gelu_output,
          ws.grad_residual, ws.grad_residual_f16, ws.hidden_states_f16, ws.fc1_weight_f16, ws.fc2_weight_f16,
-         ws.grad_fc1_output, ws.gelu_operand, ws.ln_partials, ws.bias_partials,
+         ws.grad_fc1_output, ws.gelu_output_f16, ws.ln_partials, ws.bias_partials,
          y.grad_hidden_states, y.grad_fc1_weight, y.grad_fc1_bias, y.grad_fc2_weight, y.grad_fc2_bias,
          y.grad_ln_weight, y.grad_ln_bias,
          barrier_counters(device), M, weight_grad_programs(H, I, g4.block_m, g4.block_n)),
@@ -143,7 +144,7 @@ def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan:
              INPUT_BLOCK_M=g3.block_m, INPUT_BLOCK_N=g3.block_n, INPUT_BLOCK_K=g3.block_k,
              WEIGHT_BLOCK_P=g4.block_m, WEIGHT_BLOCK_Q=g4.block_n, WEIGHT_BLOCK_K=g4.block_k,
              SUM_BLOCK_R=plan.sum_block_r),
-        dict(num_warps=c.num_warps, num_stages=g2.num_stages),
+        dict(num_warps=c.num_warps, num_stages=c.num_stages),
     )]
 
 
@@ -153,7 +154,7 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
     g2, g3, g4 = plan.gelu_gemm, plan.input_gemm, plan.weight_gemm
     row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
     bias_partial_rows = triton.cdiv(M, g2.block_m)
-    ws = Workspace.allocate(dims, x.gelu_output, plan.copy_gelu_f16, row_programs, bias_partial_rows)
+    ws = Workspace.allocate(dims, row_programs, bias_partial_rows)
     return [
         Launch(layernorm_backward_kernel, (row_programs + weight_programs(H, I, plan.weight_block),),
                (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.fc1_weight,
@@ -162,14 +163,14 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
                dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, WEIGHT_BLOCK=plan.weight_block), dict(num_warps=4)),
         Launch(gelu_backward_gemm_kernel, (bias_partial_rows * (I // g2.block_n),),
                (ws.grad_residual_f16, ws.fc2_weight_f16, x.fc1_output, x.gelu_output, ws.grad_fc1_output,
-                ws.gelu_operand, ws.bias_partials, M),
-               dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, COPY_GELU_F16=plan.copy_gelu_f16),
+                ws.gelu_output_f16, ws.bias_partials, M),
+               dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m),
                _gemm_options(g2)),
         Launch(input_grad_gemm_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),
                (ws.grad_fc1_output, ws.fc1_weight_f16, ws.grad_residual, y.grad_hidden_states, M),
                dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m), _gemm_options(g3)),
         Launch(weight_grad_kernel, (weight_grad_programs(H, I, g4.block_m, g4.block_n),),
-               (ws.grad_residual_f16, ws.gelu_operand, ws.grad_fc1_output, ws.hidden_states_f16,
+               (ws.grad_residual_f16, ws.gelu_output_f16, ws.grad_fc1_output, ws.hidden_states_f16,
                 ws.ln_partials, row_programs, ws.bias_partials, bias_partial_rows,
                 y.grad_fc2_weight, y.grad_fc1_weight, y.grad_ln_weight, y.grad_ln_bias, y.grad_fc2_bias,
                 y.grad_fc1_bias, M),
@@ -216,5 +217,7 @@ def run(
     inputs = {name: args[name] for name in INPUT_NAMES}
     outputs = {name: args[name] for name in OUTPUT_NAMES}
     dims = check_arguments(inputs, eps, outputs)
-    for launch in build_launches(dims, inputs, eps, outputs, launch_plan(dims.device)):
-        launch()
+    launches = build_launches(dims, inputs, eps, outputs, launch_plan(dims.device))
+    with torch.cuda.device(dims.device) if dims.device.type == "cuda" else nullcontext():
+        for launch in launches:  # Triton launches on the current device: make it the tensors' one
+            launch()

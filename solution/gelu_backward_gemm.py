@@ -7,8 +7,7 @@
 GEMM operands are fp16 (rounded by stage 1; fc2_weight as hi + lo, two MMAs) with fp32 accumulation (see README: fp16 operands pass
 042's tolerance, bf16 and Triton's default TF32 truncation do not). `grad_fc1_output` is stored in
 fp16 because its only later uses are as a GEMM operand; the bias sums use the fp32 values.
-With COPY_GELU_F16 the epilogue also rounds this tile of `gelu_output` to fp16, the operand of
-stage 4's grad_fc2_weight GEMM (which otherwise reads the fp32 tensor itself).
+The same tile of `gelu_output` is also rounded to fp16 here: it is stage 4's grad_fc2_weight operand.
 """
 
 import triton
@@ -25,9 +24,9 @@ def gelu_backward_tile(
     grad_residual,  # (M, H) fp16
     fc2_weight,  # (2, H, I) fp16: hi and lo parts
     fc1_output,  # (M, I) fp32
-    gelu_output,  # (M, I) fp32, read only with COPY_GELU_F16
+    gelu_output,  # (M, I) fp32
     grad_fc1_output,  # out (M, I) fp16
-    gelu_output_f16,  # out (M, I) fp16, written only with COPY_GELU_F16
+    gelu_output_f16,  # out (M, I) fp16
     bias_partials,  # out (cdiv(M, BLOCK_M), I) fp32
     M,
     H: tl.constexpr,
@@ -35,7 +34,6 @@ def gelu_backward_tile(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    COPY_GELU_F16: tl.constexpr,
 ):
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -44,9 +42,8 @@ def gelu_backward_tile(
     # The elementwise operands do not depend on the GEMM: issue their loads first, so that their
     # memory traffic overlaps the MMAs instead of following them.
     offsets = rows[:, None] * I + cols[None, :]
-    if COPY_GELU_F16:
-        gelu = tl.load(gelu_output + offsets, mask=row_ok[:, None], other=0.0)
-        tl.store(gelu_output_f16 + offsets, gelu.to(tl.float16), mask=row_ok[:, None])
+    gelu = tl.load(gelu_output + offsets, mask=row_ok[:, None], other=0.0)
+    tl.store(gelu_output_f16 + offsets, gelu.to(tl.float16), mask=row_ok[:, None])
     x = tl.load(fc1_output + offsets, mask=row_ok[:, None], other=0.0)
 
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -72,8 +69,7 @@ def gelu_backward_gemm_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
-    COPY_GELU_F16: tl.constexpr,
 ):
     tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), I // BLOCK_N, GROUP_M)
     gelu_backward_tile(tile_m, tile_n, grad_residual, fc2_weight, fc1_output, gelu_output, grad_fc1_output,
-                       gelu_output_f16, bias_partials, M, H, I, BLOCK_M, BLOCK_N, BLOCK_K, COPY_GELU_F16)
+                       gelu_output_f16, bias_partials, M, H, I, BLOCK_M, BLOCK_N, BLOCK_K)

@@ -67,7 +67,7 @@ def ffn_backward_single_launch_kernel(
     for tile in range(pid, tl.cdiv(M, GELU_BLOCK_M) * gelu_tiles_n, num_programs):
         gelu_backward_tile(tile // gelu_tiles_n, tile % gelu_tiles_n, grad_residual_f16, fc2_weight_f16,
                            fc1_output, gelu_output, grad_fc1_output, gelu_output_f16, bias_partials,
-                           M, H, I, GELU_BLOCK_M, GELU_BLOCK_N, GELU_BLOCK_K, True)
+                           M, H, I, GELU_BLOCK_M, GELU_BLOCK_N, GELU_BLOCK_K)
     grid_barrier(sync, num_programs)
 
     # Phase 3: grad_hidden_states tiles, then weight-gradient tiles and column sums.

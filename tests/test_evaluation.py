@@ -264,6 +264,10 @@ GPU_ONLY = {
     "inconsistent_kernels": ("RUNTIME_ERROR", "Timing failed: Inconsistent kernel names", None),
 }
 RETURN_STYLE = {"lazy_output"}
+# Caught only by the driver process itself (it patches the driver's globals): run end to end.
+DRIVER_ONLY = {
+    "driver_patch": ("REWARD_HACK", "Eval driver integrity violated: 'time_runnable' has been monkey-patched", None),
+}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -280,7 +284,7 @@ def test_negative_control_on_cpu(name, restore_torch_state):
 
 
 def test_every_control_directory_has_an_expectation():
-    assert {p.name for p in CONTROLS.iterdir() if p.is_dir()} == set(EXPECTED) | set(GPU_ONLY)
+    assert {p.name for p in CONTROLS.iterdir() if p.is_dir()} == set(EXPECTED) | set(GPU_ONLY) | set(DRIVER_ONLY)
 
 
 # -- report ------------------------------------------------------------------------------------------
@@ -336,11 +340,20 @@ def run_cli(tmp_path, solution: dict, *extra: str) -> tuple[int, list[dict], lis
     return rc, traces, sides
 
 
+@pytest.mark.parametrize("name", sorted(DRIVER_ONLY))
+def test_driver_global_patch_is_caught_end_to_end(name, tmp_path):
+    """Integrity check #1 (§2.2 step 10) runs before any GPU work, so this runs on the CPU too."""
+    status, log, _ = DRIVER_ONLY[name]
+    rc, traces, _ = run_cli(tmp_path, _package(name), "--workloads", "0", "--baselines", "none", "--rounds", "1")
+    assert rc != 0
+    assert traces[0]["evaluation"]["status"] == status and log in traces[0]["evaluation"]["log"]
+
+
 @needs_gpu
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted({**EXPECTED, **GPU_ONLY}))
+@pytest.mark.parametrize("name", sorted({**EXPECTED, **GPU_ONLY, **DRIVER_ONLY}))
 def test_negative_control_on_gpu(name, tmp_path):
-    status, log, finding = {**EXPECTED, **GPU_ONLY}[name]
+    status, log, finding = {**EXPECTED, **GPU_ONLY, **DRIVER_ONLY}[name]
     rc, traces, sides = run_cli(tmp_path, _package(name, dps=name not in RETURN_STYLE),
                                 "--workloads", "0", "--baselines", "none", "--rounds", "3")
     assert rc != 0

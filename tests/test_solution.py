@@ -5,11 +5,14 @@ official workloads."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 import reference
 from reference.fixtures import FIXTURE_TOLERANCE
+from solution import configs
 from solution.ffn_backward import run as solution_run
 
 # Live draws are compared with the reference on the same inputs under FIXTURE_TOLERANCE, the tightest
@@ -72,6 +75,18 @@ def test_live_draw(batch_size, seq_len, device, nan_outputs, outputs_pass):
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
+@pytest.mark.parametrize("batch_size, seq_len", EDGE_SHAPES)
+def test_one_launch_per_stage_path(batch_size, seq_len, device, nan_outputs, outputs_pass, monkeypatch):
+    """The multi-launch path (taken above SingleLaunchConfig.max_tokens) on the same small shapes, so
+    its stage kernels, tile order and multi-program partial sums are tested without a GPU too."""
+    arch = configs.architecture(device)
+    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(configs.PLANS[arch], single_launch=None))
+    inputs = draw(batch_size, seq_len, device, seed=200 + seq_len)
+    outputs = nan_outputs(batch_size, seq_len, device)
+    call(inputs, outputs)
+    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
 def test_random_ln_weight_and_eps(device, nan_outputs, outputs_pass):
     batch_size, seq_len = 2, 19
     official = dict(zip(reference.INPUT_NAMES, draw(batch_size, seq_len, device, seed=7)))
@@ -120,6 +135,8 @@ BAD_ARGUMENTS = [
     ("output-aliases-input", lambda a: a.update(grad_hidden_states=a["hidden_states"]), ValueError, "grad_hidden_states overlaps hidden_states"),
     ("outputs-alias-each-other", lambda a: a.update(grad_ln_bias=a["grad_ln_weight"]), ValueError, "grad_ln_weight overlaps grad_ln_bias"),
     ("string-eps", lambda a: a.update(eps="1e-5"), TypeError, "eps"),
+    ("nan-eps", lambda a: a.update(eps=float("nan")), ValueError, "eps"),
+    ("negative-eps", lambda a: a.update(eps=-1e-5), ValueError, "eps"),
     ("2d-grad_output", lambda a: a.update(grad_output=a["grad_output"][0]), ValueError, "grad_output"),
 ]
 
