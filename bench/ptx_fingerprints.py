@@ -1,0 +1,50 @@
+"""Fingerprint the PTX of every kernel the solution launches, per GPU target, without a GPU.
+
+Two commits whose fingerprints are equal launch the same machine-independent code (debug line
+information and local labels are ignored), so a timing measured on one carries over to the other as
+far as the kernels go. Prints JSON: {arch: {kernel: {"sha1": ..., "lines": ...}}}.
+
+    python bench/ptx_fingerprints.py > results/ptx_<commit>.json
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from bench.compile_check import TARGETS, _signature, example_launches
+from solution import configs
+
+_DEBUG_LINE = re.compile(r"\s*(\.loc|\.file|//|\.section|\.b8|\.b32|\$L__tmp|\$L__func)")
+_LABEL = re.compile(r"\$L__\w+")
+
+
+def fingerprint(ptx: str) -> dict:
+    code = "\n".join(line for line in ptx.splitlines() if not _DEBUG_LINE.match(line))
+    code = _LABEL.sub("L", code)
+    return {"sha1": hashlib.sha1(code.encode()).hexdigest(), "lines": len(code.splitlines())}
+
+
+def fingerprints() -> dict:
+    result = {}
+    for arch, target in TARGETS.items():
+        result[arch] = {}
+        for launch in example_launches(configs.PLANS[arch]):
+            signature, constexprs = _signature(launch)
+            compiled = triton.compile(ASTSource(fn=launch.kernel, signature=signature, constexprs=constexprs),
+                                      target=GPUTarget("cuda", target.capability, target.warp_size),
+                                      options=launch.options)
+            result[arch][launch.kernel.__name__] = fingerprint(compiled.asm["ptx"])
+    return result
+
+
+if __name__ == "__main__":
+    json.dump(fingerprints(), sys.stdout, indent=1, sort_keys=True)
+    print()
+    sys.exit(0)
