@@ -31,6 +31,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -224,30 +225,24 @@ sys.exit(submit.check_staged(sys.argv[1]))
 """
 
 
-def stage(solution_file: Path, solution: dict, staging: Path) -> None:
-    """The staging layout of protocol.md 2.1: the problem files, solution.json, then every source."""
-    for file in (DEFINITION_FILE, WORKLOAD_FILE):
-        (staging / file.name).write_bytes(file.read_bytes())
-    (staging / "solution.json").write_bytes(solution_file.read_bytes())
-    for source in solution["sources"]:
-        target = staging / source["path"]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(source["content"], encoding="utf-8")
-
-
-def run_check(solution_file: Path, solution: dict) -> int:
-    """Stage `solution_file` (parsed: `solution`) and run `check_staged` there in a subprocess; its
-    exit status."""
+def run_check(solution: dict) -> int:
+    """Stage `solution` as the official packager does and run `check_staged` there in a subprocess;
+    its exit status."""
     import torch  # only the check needs torch; packaging stays fast
+
+    from evaluation.staging import stage  # the official packager's layout (protocol.md 2.1)
 
     env = dict(os.environ)
     if not torch.cuda.is_available():
         env["TRITON_INTERPRET"] = "1"
-    with tempfile.TemporaryDirectory(prefix="ffn042_staging_") as tmp:
-        staging = Path(tmp)
-        stage(solution_file, solution, staging)
+    definition = json.loads(DEFINITION_FILE.read_text(encoding="utf-8"))
+    workloads = [json.loads(line) for line in WORKLOAD_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    staging = stage(definition, workloads, solution)
+    try:
         command = [sys.executable, "-c", _CHILD_BOOTSTRAP, str(staging), str(Path(__file__).resolve())]
         return subprocess.run(command, cwd=staging, env=env).returncode
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def import_entry_point(entry_point: str, staging: Path):
@@ -327,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     except Refused as exc:
         print(f"submit.py: refused:\n{exc}", file=sys.stderr)
         return 1
-    return run_check(args.output, solution) if args.check else 0
+    return run_check(solution) if args.check else 0
 
 
 if __name__ == "__main__":

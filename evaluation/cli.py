@@ -18,6 +18,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -147,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=str(ROOT / offline.CACHE_DIR))
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="wall-clock limit (s)")
     parser.add_argument("--out", default="out/eval")
+    parser.add_argument("--keep-staging", action="store_true", help="keep the staging dir (deleted by default, §2.1)")
     args = parser.parse_args(argv)
 
     from evaluation.staging import normalize_workload
@@ -162,9 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     side_path = (out / "side.jsonl").resolve()
-    print(f"staging: {staging}", file=sys.stderr)
-
-    traces, rc, timed_out = run_driver(staging, side_path, args, len(workloads))
+    if args.keep_staging:
+        print(f"staging: {staging}", file=sys.stderr)
+    try:
+        traces, rc, timed_out = run_driver(staging, side_path, args, len(workloads))
+    finally:
+        if not args.keep_staging:
+            shutil.rmtree(staging, ignore_errors=True)
     traces = fill_missing(traces, workloads, solution["name"], rc, timed_out)
     sides = [json.loads(l) for l in side_path.read_text().splitlines() if l.strip()] if side_path.exists() else []
     side_by_uuid = {side["uuid"]: side for side in sides}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import math
 import sys
 from pathlib import Path
@@ -140,8 +141,9 @@ def _package(name: str, dps: bool = True) -> dict:
     return package_directory(CONTROLS / name, "solution.py::run", name, DEFINITION["name"], dps)
 
 
-def test_staging_layout_and_normalization():
+def test_staging_layout_and_normalization(request):
     staging = stage(DEFINITION, RAW_WORKLOADS[:2], _package("zero_output"))
+    request.addfinalizer(lambda: shutil.rmtree(staging, ignore_errors=True))
     assert staging.name.startswith("sol_execbench_")
     assert sorted(p.name for p in staging.iterdir()) == [
         "config.json", "definition.json", "solution.json", "solution.py", "workload.jsonl"]
