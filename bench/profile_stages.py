@@ -3,7 +3,8 @@
 Whole call: `triton.testing.do_bench` (CUDA events, L2 flushed before every call, median).
 Official timer: evaluation.timer.time_call (CUPTI spans, shifting addresses, cold L2, median of 50),
 which also counts the launch gaps between kernels.
-Per kernel: torch.profiler's CUPTI kernel records, averaged over the profiled calls.
+Per kernel: the official timer's CUPTI kernel records (GPU time per kernel name, median over the
+timed calls); the official time minus their sum is the idle time between kernels.
 
     python bench/profile_stages.py --tokens 131072 17312 --sweep large --out out/stages.json
 """
@@ -14,7 +15,6 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections import defaultdict
 
 import torch
 import triton
@@ -38,7 +38,9 @@ SWEEPS = {"large": [
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),))},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),), num_warps=8)},
- ], "gelu": [
+ ], "phases": [  # the one-launch path's time per phase: drop the later phases
+    {"single_launch": dataclasses.replace(_SINGLE, phases=p)} for p in (0, 1, 2)
+], "gelu": [
     {"gelu_gemm": GemmConfig(64, 128, 64, 4, 4)}, {"gelu_gemm": GemmConfig(64, 128, 64, 4, 3)},
     {"gelu_gemm": GemmConfig(128, 128, 64, 8, 3)}, {"gelu_gemm": GemmConfig(64, 256, 64, 4, 3)},
 ], "single": [
@@ -73,21 +75,7 @@ def _inputs(tokens: int, device):
     return inputs, outputs
 
 
-def _kernel_times(call, iters: int = 5) -> dict[str, float]:
-    call()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
-            call()
-        torch.cuda.synchronize()
-    totals = defaultdict(float)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            totals[e.name] += e.device_time / 1000.0 / iters  # us -> ms
-    return dict(totals)
-
-
-def measure(tokens: int, plan: configs.LaunchPlan, device, with_kernels: bool) -> dict:
+def measure(tokens: int, plan: configs.LaunchPlan, device) -> dict:
     arch = configs.architecture(device)
     saved = configs.PLANS[arch]
     configs.PLANS[arch] = plan
@@ -96,12 +84,11 @@ def measure(tokens: int, plan: configs.LaunchPlan, device, with_kernels: bool) -
         call = lambda: solution_run(*inputs, *outputs)  # noqa: E731
         ms = triton.testing.do_bench(call, warmup=25, rep=200, return_mode="median")
         official = time_call(solution_run, list(inputs), outputs, warmup=10, rep=50)
-        kernels = _kernel_times(call) if with_kernels else {}
     finally:
         configs.PLANS[arch] = saved
     flops = 4 * 2 * tokens * 512 * 2048
     return {"tokens": tokens, "ms": ms, "official_ms": official.median_ms, "timer": official.timer,
-            "tflops": flops / ms / 1e9, "kernels_ms": kernels,
+            "tflops": flops / ms / 1e9, "kernels_ms": official.activity_ms,
             "plan": dataclasses.asdict(plan)}
 
 
@@ -109,9 +96,6 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[128, 1163, 17312, 131072])
     parser.add_argument("--sweep", choices=sorted(SWEEPS), help="also try these variants")
-    parser.add_argument("--kernels", action="store_true",
-                        help="also profile per-kernel times with torch.profiler; it leaves CUPTI state that "
-                             "inflates every later official-timer measurement in the process")
     parser.add_argument("--out", default="out/stages.json")
     args = parser.parse_args(argv)
     device = torch.device("cuda")
@@ -123,7 +107,7 @@ def main(argv=None) -> int:
             variants += [(_variant_name(o), dataclasses.replace(base, **o)) for o in SWEEPS[args.sweep]]
         for name, plan in variants:
             try:
-                r = measure(tokens, plan, device, args.kernels)
+                r = measure(tokens, plan, device)
             except Exception as e:  # an over-sized config fails to compile: record it and go on
                 r = {"tokens": tokens, "error": repr(e)[:300]}
             r["variant"] = name
@@ -140,7 +124,7 @@ def _write(path: str, rows: list) -> None:
     """Rewritten after every row, so that a run cut short still leaves its measurements."""
     with open(path, "w") as f:
         json.dump({"provenance": provenance("do_bench median (CUDA events, L2 flushed); official timer "
-                                            "(evaluation.timer); torch.profiler kernel times with --kernels"),
+                                            "(evaluation.timer) and its CUPTI kernel times"),
                    "rows": rows}, f, indent=1)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evaluation.kernel_names import activity_key, demangle
 
@@ -45,6 +45,9 @@ class ApiRecord:
 class Attribution:
     spans_ms: tuple[float, ...]
     kernel_set: frozenset[str]
+    # per activity name (kernel name, "MEMCPY", "MEMSET"): the median over iterations of its summed
+    # GPU time in the iteration; the gaps between activities are what spans_ms adds on top
+    activity_ms: dict[str, float] = field(default_factory=dict)
 
     @property
     def median_ms(self) -> float:
@@ -67,7 +70,7 @@ def attribute(
     api_sorted = sorted(api_records, key=lambda record: record.start)
     api_starts = [record.start for record in api_sorted]
 
-    spans, first_set = [], None
+    spans, first_set, busy = [], None, defaultdict(list)
     for i, (t0, t1) in enumerate(windows):
         lo, hi = bisect.bisect_left(api_starts, t0), bisect.bisect_right(api_starts, t1)
         ids = {record.correlation_id for record in api_sorted[lo:hi]}
@@ -80,4 +83,10 @@ def attribute(
         elif names != first_set:
             raise RuntimeError(f"Inconsistent kernel names: {sorted(names)} != {sorted(first_set)}")
         spans.append((max(a.end for a in owned) - min(a.start for a in owned)) / 1e6)
-    return Attribution(tuple(spans), frozenset(first_set or ()))
+        iteration_busy: dict[str, int] = defaultdict(int)
+        for activity in owned:
+            iteration_busy[activity.name] += activity.end - activity.start
+        for name, ns in iteration_busy.items():
+            busy[name].append(ns / 1e6)
+    activity_ms = {name: statistics.median(times) for name, times in busy.items()}
+    return Attribution(tuple(spans), frozenset(first_set or ()), activity_ms)

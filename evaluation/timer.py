@@ -42,6 +42,7 @@ class TimingResult:
     spans_ms: tuple[float, ...]
     kernel_set: frozenset[str]  # activity keys of one iteration (empty for the event timer)
     timer: str  # "cupti" or "cuda-events"
+    activity_ms: dict[str, float] = field(default_factory=dict)  # GPU time per kernel name (CUPTI only)
     last_args: tuple = field(default=(), repr=False, compare=False)  # the last timed call's arguments
     last_return: object = field(default=None, repr=False, compare=False)  # and its return value
 
@@ -168,6 +169,7 @@ def time_call(
         median_ms=attribution.median_ms,
         spans_ms=attribution.spans_ms,
         kernel_set=attribution.kernel_set,
+        activity_ms=attribution.activity_ms,
         timer=TIMER_NAME,
         last_args=last_args,
         last_return=last_return,

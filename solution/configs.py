@@ -34,6 +34,7 @@ class SingleLaunchConfig:
     gelu_gemm: GemmConfig  # of these, only the block shapes apply
     input_gemm: GemmConfig
     weight_gemm: GemmConfig
+    phases: int = 3  # all three; fewer (0-2) only to time each phase (profile_stages.py --sweep phases)
 
     @property
     def max_tokens(self) -> int:

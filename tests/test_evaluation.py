@@ -60,6 +60,7 @@ def test_attribution_spans_by_api_window_and_median():
     result = attribute([(10, 13), (100, 115)], api, gpu)
     assert result.spans_ms == pytest.approx((40e-6, 5e-6))
     assert result.kernel_set == frozenset({"k_0_0_0_CONCURRENT_KERNEL"})
+    assert result.activity_ms == pytest.approx({"k": (30e-6 + 5e-6) / 2})  # busy 30 ns, then 5 ns
 
 
 def test_attribution_errors_match_the_official_messages():
@@ -200,7 +201,7 @@ def cpu_timer(fn, inputs, templates, warmup, rep):
     for _ in range(warmup + rep):
         args = pool.next()
         returned = fn(*args)
-    return TimingResult(0.1, (0.1,) * rep, frozenset(), "cpu-stand-in", tuple(args), returned)
+    return TimingResult(0.1, (0.1,) * rep, frozenset(), "cpu-stand-in", last_args=tuple(args), last_return=returned)
 
 
 def load_control(name: str):
