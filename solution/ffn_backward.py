@@ -8,7 +8,7 @@ Forward (saved tensors in brackets):
 
 Backward, in four stages (M = tokens, H = 512, I = 2048):
     1. layernorm_backward:  grad_residual (M x H) and partial sums for grad_ln_weight, grad_ln_bias,
-                            grad_fc2_bias
+                            grad_fc2_bias; fp16 copies of the GEMM operands
     2. gelu_backward_gemm:  grad_fc1_output = (grad_residual @ fc2_weight) * gelu'(fc1_output),
                             partial sums for grad_fc1_bias
     3. input_grad_gemm:     grad_hidden_states = grad_fc1_output @ fc1_weight + grad_residual
@@ -138,7 +138,7 @@ def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan:
          ws.grad_fc1_output, ws.gelu_output_f16, ws.ln_partials, ws.bias_partials,
          y.grad_hidden_states, y.grad_fc1_weight, y.grad_fc1_bias, y.grad_fc2_weight, y.grad_fc2_bias,
          y.grad_ln_weight, y.grad_ln_bias,
-         barrier_counters(device), M, weight_grad_programs(H, I, g4.block_m, g4.block_n)),
+         barrier_counters(device), M),
         dict(H=H, I=I, LN_BLOCK_M=plan.layernorm_block_m, WEIGHT_BLOCK=plan.weight_block,
              GELU_BLOCK_M=g2.block_m, GELU_BLOCK_N=g2.block_n, GELU_BLOCK_K=g2.block_k,
              INPUT_BLOCK_M=g3.block_m, INPUT_BLOCK_N=g3.block_n, INPUT_BLOCK_K=g3.block_k,
@@ -157,13 +157,12 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
     ws = Workspace.allocate(dims, row_programs, bias_partial_rows)
     return [
         Launch(layernorm_backward_kernel, (row_programs + weight_programs(H, I, plan.weight_block),),
-               (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.fc1_weight,
-                x.fc2_weight, ws.grad_residual, ws.grad_residual_f16, ws.hidden_states_f16, ws.fc1_weight_f16,
-                ws.fc2_weight_f16, ws.ln_partials, M, row_programs),
+               (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.gelu_output,
+                x.fc1_weight, x.fc2_weight, ws.grad_residual, ws.grad_residual_f16, ws.hidden_states_f16,
+                ws.gelu_output_f16, ws.fc1_weight_f16, ws.fc2_weight_f16, ws.ln_partials, M, row_programs),
                dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, WEIGHT_BLOCK=plan.weight_block), dict(num_warps=4)),
         Launch(gelu_backward_gemm_kernel, (bias_partial_rows * (I // g2.block_n),),
-               (ws.grad_residual_f16, ws.fc2_weight_f16, x.fc1_output, x.gelu_output, ws.grad_fc1_output,
-                ws.gelu_output_f16, ws.bias_partials, M),
+               (ws.grad_residual_f16, ws.fc2_weight_f16, x.fc1_output, ws.grad_fc1_output, ws.bias_partials, M),
                dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m),
                _gemm_options(g2)),
         Launch(input_grad_gemm_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),

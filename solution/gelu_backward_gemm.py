@@ -7,7 +7,6 @@
 GEMM operands are fp16 (rounded by stage 1; fc2_weight as hi + lo, two MMAs) with fp32 accumulation (see README: fp16 operands pass
 042's tolerance, bf16 and Triton's default TF32 truncation do not). `grad_fc1_output` is stored in
 fp16 because its only later uses are as a GEMM operand; the bias sums use the fp32 values.
-The same tile of `gelu_output` is also rounded to fp16 here: it is stage 4's grad_fc2_weight operand.
 """
 
 import triton
@@ -24,9 +23,7 @@ def gelu_backward_tile(
     grad_residual,  # (M, H) fp16
     fc2_weight,  # (2, H, I) fp16: hi and lo parts
     fc1_output,  # (M, I) fp32
-    gelu_output,  # (M, I) fp32
     grad_fc1_output,  # out (M, I) fp16
-    gelu_output_f16,  # out (M, I) fp16
     bias_partials,  # out (cdiv(M, BLOCK_M), I) fp32
     M,
     H: tl.constexpr,
@@ -39,11 +36,9 @@ def gelu_backward_tile(
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = rows < M
 
-    # The elementwise operands do not depend on the GEMM: issue their loads first, so that their
-    # memory traffic overlaps the MMAs instead of following them.
+    # The elementwise operand does not depend on the GEMM: issue its load first, so that its memory
+    # traffic overlaps the MMAs instead of following them.
     offsets = rows[:, None] * I + cols[None, :]
-    gelu = tl.load(gelu_output + offsets, mask=row_ok[:, None], other=0.0)
-    tl.store(gelu_output_f16 + offsets, gelu.to(tl.float16), mask=row_ok[:, None])
     x = tl.load(fc1_output + offsets, mask=row_ok[:, None], other=0.0)
 
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -61,7 +56,7 @@ def gelu_backward_tile(
 
 @triton.jit
 def gelu_backward_gemm_kernel(
-    grad_residual, fc2_weight, fc1_output, gelu_output, grad_fc1_output, gelu_output_f16, bias_partials,
+    grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials,
     M,
     H: tl.constexpr,
     I: tl.constexpr,
@@ -71,5 +66,5 @@ def gelu_backward_gemm_kernel(
     GROUP_M: tl.constexpr,
 ):
     tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), I // BLOCK_N, GROUP_M)
-    gelu_backward_tile(tile_m, tile_n, grad_residual, fc2_weight, fc1_output, gelu_output, grad_fc1_output,
-                       gelu_output_f16, bias_partials, M, H, I, BLOCK_M, BLOCK_N, BLOCK_K)
+    gelu_backward_tile(tile_m, tile_n, grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials,
+                       M, H, I, BLOCK_M, BLOCK_N, BLOCK_K)

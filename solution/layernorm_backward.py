@@ -14,8 +14,9 @@ each row program keeps its own running sums and writes them to its row of `parti
 reduces in a fixed order (deterministic).
 
 The same launch rounds the other GEMM operands to fp16 once, so that the GEMM kernels read 16-bit
-operands: `hidden_states` (row programs, alongside the LayerNorm rows) and both weights (the
-programs after the row programs, WEIGHT_BLOCK elements each). `fc2_weight` is split into two fp16
+operands: `hidden_states` and `gelu_output` (row programs, alongside the LayerNorm rows) and both
+weights (the programs after the row programs, WEIGHT_BLOCK elements each). Copying `gelu_output` here,
+in a streaming pass, keeps its 8 KB a token of fp32 reads out of stage 2's GEMM epilogue. `fc2_weight` is split into two fp16
 parts, hi + lo: stage 2 multiplies by both, which removes fc2_weight's rounding error from
 grad_fc1_output and so halves the error variance of grad_fc1_bias, the output closest to its
 tolerance (a sum over all tokens of grad_fc1_output).
@@ -34,12 +35,15 @@ def layernorm_backward_rows(
     ln_weight,  # (H,) fp32
     eps,  # fp32 scalar
     hidden_states,  # (M, H) fp32
+    gelu_output,  # (M, I) fp32
     grad_residual,  # out (M, H) fp32
     grad_residual_f16,  # out (M, H) fp16
     hidden_states_f16,  # out (M, H) fp16
+    gelu_output_f16,  # out (M, I) fp16
     partials_row,  # out (3, H) fp32: this program's row of the partial sums
     M,
     H: tl.constexpr,
+    I: tl.constexpr,
     BLOCK_M: tl.constexpr,
 ):
     cols = tl.arange(0, H)
@@ -62,6 +66,10 @@ def layernorm_backward_rows(
         tl.store(grad_residual_f16 + offsets, dx.to(tl.float16), mask=row_ok[:, None])
         x = tl.load(hidden_states + offsets, mask=row_ok[:, None], other=0.0)
         tl.store(hidden_states_f16 + offsets, x.to(tl.float16), mask=row_ok[:, None])
+        for chunk in tl.static_range(I // H):  # the gelu_output rows, H columns at a time
+            gelu_offsets = rows[:, None] * I + chunk * H + cols[None, :]
+            gelu = tl.load(gelu_output + gelu_offsets, mask=row_ok[:, None], other=0.0)
+            tl.store(gelu_output_f16 + gelu_offsets, gelu.to(tl.float16), mask=row_ok[:, None])
         sum_dy_xhat += tl.sum(dy * xhat, axis=0)
         sum_dy += tl.sum(dy, axis=0)
         sum_dx += tl.sum(dx, axis=0)
@@ -91,8 +99,8 @@ def round_weights_chunk(
 
 @triton.jit
 def layernorm_backward_kernel(
-    grad_output, normalized, var, ln_weight, eps, hidden_states, fc1_weight, fc2_weight,
-    grad_residual, grad_residual_f16, hidden_states_f16, fc1_weight_f16, fc2_weight_f16,
+    grad_output, normalized, var, ln_weight, eps, hidden_states, gelu_output, fc1_weight, fc2_weight,
+    grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16,
     partials,  # out (row_programs, 3, H) fp32
     M,
     row_programs,
@@ -105,8 +113,8 @@ def layernorm_backward_kernel(
     pid = tl.program_id(0)
     if pid < row_programs:
         layernorm_backward_rows(pid, row_programs, grad_output, normalized, var, ln_weight, eps, hidden_states,
-                                grad_residual, grad_residual_f16, hidden_states_f16, partials + pid * (3 * H),
-                                M, H, BLOCK_M)
+                                gelu_output, grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16,
+                                partials + pid * (3 * H), M, H, I, BLOCK_M)
     else:
         round_weights_chunk(pid - row_programs, fc1_weight, fc2_weight, fc1_weight_f16, fc2_weight_f16, H, I,
                             WEIGHT_BLOCK)

@@ -4,10 +4,11 @@
     grad_fc1_weight = grad_fc1_output^T @ hidden_states    (I x M) @ (M x H)
 
 One launch holds both GEMMs and the reductions of the earlier stages' per-program partial sums:
-programs [0, T2) own the tiles of grad_fc2_weight, [T2, T2 + T1) those of grad_fc1_weight, and the
-last ones each sum one H-wide column chunk: grad_ln_weight, grad_ln_bias, grad_fc2_bias (from the
-LayerNorm partials), then the I / H chunks of grad_fc1_bias. Every tile loops over all tokens in a
-fixed order, so the result is deterministic.
+programs [0, T) own the tiles of grad_fc2_weight, [T, 2T) those of grad_fc1_weight (both weights have
+H x I elements, so T tiles each), and the last ones each sum one H-wide column chunk: grad_ln_weight,
+grad_ln_bias, grad_fc2_bias (from the LayerNorm partials), then the I / H chunks of grad_fc1_bias.
+Every tile loops over all tokens in a fixed order, so the result is deterministic. The one-launch
+path (single_launch.py) calls the same three tile functions from its phases.
 """
 
 import triton
@@ -59,50 +60,64 @@ def _column_sum(
 
 
 @triton.jit
-def weight_grad_tile(
-    pid,  # tile index in [0, weight_grad_programs(...))
+def fc2_weight_grad_tile(
+    tile,  # in [0, (H // BLOCK_P) * (I // BLOCK_Q))
     grad_residual,  # (M, H) fp16
-    gelu_output,  # (M, I) fp16 copy from stage 2, or the fp32 input
-    grad_fc1_output,  # (M, I) fp16
-    hidden_states,  # (M, H) fp16
-    ln_partials,  # (num_ln_partials, 3, H) fp32, from stage 1
-    num_ln_partials,
-    bias_partials,  # (num_bias_partials, I) fp32, from stage 2
-    num_bias_partials,
+    gelu_output,  # (M, I) fp16 (stage 1's copy)
     grad_fc2_weight,  # out (H, I) fp32
-    grad_fc1_weight,  # out (I, H) fp32
-    grad_ln_weight,  # out (H,) fp32
-    grad_ln_bias,  # out (H,) fp32
-    grad_fc2_bias,  # out (H,) fp32
-    grad_fc1_bias,  # out (I,) fp32
     M,
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK_P: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
+):
+    _token_contraction(grad_residual, gelu_output, grad_fc2_weight, M, H, I,
+                       tile // (I // BLOCK_Q), tile % (I // BLOCK_Q), BLOCK_P, BLOCK_Q, BLOCK_K)
+
+
+@triton.jit
+def fc1_weight_grad_tile(
+    tile,  # in [0, (I // BLOCK_P) * (H // BLOCK_Q))
+    grad_fc1_output,  # (M, I) fp16
+    hidden_states,  # (M, H) fp16
+    grad_fc1_weight,  # out (I, H) fp32
+    M,
+    H: tl.constexpr,
+    I: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    _token_contraction(grad_fc1_output, hidden_states, grad_fc1_weight, M, I, H,
+                       tile // (H // BLOCK_Q), tile % (H // BLOCK_Q), BLOCK_P, BLOCK_Q, BLOCK_K)
+
+
+@triton.jit
+def column_sums_chunk(
+    chunk,  # in [0, 3 + I // H)
+    ln_partials,  # (num_ln_partials, 3, H) fp32, from stage 1
+    num_ln_partials,
+    bias_partials,  # (num_bias_partials, I) fp32, from stage 2
+    num_bias_partials,
+    grad_ln_weight,  # out (H,) fp32
+    grad_ln_bias,  # out (H,) fp32
+    grad_fc2_bias,  # out (H,) fp32
+    grad_fc1_bias,  # out (I,) fp32
+    H: tl.constexpr,
+    I: tl.constexpr,
     SUM_BLOCK_R: tl.constexpr,
 ):
-    fc2_tiles: tl.constexpr = (H // BLOCK_P) * (I // BLOCK_Q)
-    fc1_tiles: tl.constexpr = (I // BLOCK_P) * (H // BLOCK_Q)
-    if pid < fc2_tiles:
-        _token_contraction(grad_residual, gelu_output, grad_fc2_weight, M, H, I,
-                           pid // (I // BLOCK_Q), pid % (I // BLOCK_Q), BLOCK_P, BLOCK_Q, BLOCK_K)
-    elif pid < fc2_tiles + fc1_tiles:
-        tile = pid - fc2_tiles
-        _token_contraction(grad_fc1_output, hidden_states, grad_fc1_weight, M, I, H,
-                           tile // (H // BLOCK_Q), tile % (H // BLOCK_Q), BLOCK_P, BLOCK_Q, BLOCK_K)
+    """grad_ln_weight, grad_ln_bias, grad_fc2_bias (chunks 0-2), then the H-wide chunks of grad_fc1_bias."""
+    if chunk == 0:
+        _column_sum(ln_partials, 3 * H, num_ln_partials, grad_ln_weight, H, SUM_BLOCK_R)
+    elif chunk == 1:
+        _column_sum(ln_partials + H, 3 * H, num_ln_partials, grad_ln_bias, H, SUM_BLOCK_R)
+    elif chunk == 2:
+        _column_sum(ln_partials + 2 * H, 3 * H, num_ln_partials, grad_fc2_bias, H, SUM_BLOCK_R)
     else:
-        chunk = pid - fc2_tiles - fc1_tiles
-        if chunk == 0:
-            _column_sum(ln_partials, 3 * H, num_ln_partials, grad_ln_weight, H, SUM_BLOCK_R)
-        elif chunk == 1:
-            _column_sum(ln_partials + H, 3 * H, num_ln_partials, grad_ln_bias, H, SUM_BLOCK_R)
-        elif chunk == 2:
-            _column_sum(ln_partials + 2 * H, 3 * H, num_ln_partials, grad_fc2_bias, H, SUM_BLOCK_R)
-        else:
-            offset = (chunk - 3) * H
-            _column_sum(bias_partials + offset, I, num_bias_partials, grad_fc1_bias + offset, H, SUM_BLOCK_R)
+        offset = (chunk - 3) * H
+        _column_sum(bias_partials + offset, I, num_bias_partials, grad_fc1_bias + offset, H, SUM_BLOCK_R)
 
 
 @triton.jit
@@ -118,12 +133,30 @@ def weight_grad_kernel(
     BLOCK_K: tl.constexpr,
     SUM_BLOCK_R: tl.constexpr,
 ):
-    weight_grad_tile(tl.program_id(0), grad_residual, gelu_output, grad_fc1_output, hidden_states,
-                     ln_partials, num_ln_partials, bias_partials, num_bias_partials,
-                     grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias,
-                     M, H, I, BLOCK_P, BLOCK_Q, BLOCK_K, SUM_BLOCK_R)
+    pid = tl.program_id(0)
+    fc2_tiles: tl.constexpr = weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q)
+    if pid < fc2_tiles:
+        fc2_weight_grad_tile(pid, grad_residual, gelu_output, grad_fc2_weight, M, H, I, BLOCK_P, BLOCK_Q, BLOCK_K)
+    elif pid < 2 * fc2_tiles:
+        fc1_weight_grad_tile(pid - fc2_tiles, grad_fc1_output, hidden_states, grad_fc1_weight, M, H, I,
+                             BLOCK_P, BLOCK_Q, BLOCK_K)
+    else:
+        column_sums_chunk(pid - 2 * fc2_tiles, ln_partials, num_ln_partials, bias_partials, num_bias_partials,
+                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R)
+
+
+@triton.constexpr_function
+def weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q):
+    """Output tiles of either weight gradient (both have H x I elements)."""
+    return (H // BLOCK_P) * (I // BLOCK_Q)
+
+
+@triton.constexpr_function
+def column_sum_chunks(H, I):
+    """The 3 LayerNorm-side sums, then the I / H chunks of the FC1 bias."""
+    return 3 + I // H
 
 
 def weight_grad_programs(H: int, I: int, block_p: int, block_q: int) -> int:
-    """Grid size: both GEMMs' tiles, then the 3 LayerNorm sums and the I / H chunks of the FC1 bias."""
-    return (H // block_p) * (I // block_q) + (I // block_p) * (H // block_q) + 3 + I // H
+    """Grid size: both GEMMs' tiles, then the column-sum chunks."""
+    return 2 * weight_grad_tiles(H, I, block_p, block_q) + column_sum_chunks(H, I)
