@@ -50,6 +50,8 @@ SWEEPS = {"large": [
     {"single_launch": dataclasses.replace(_SINGLE, input_gemm=GemmConfig(64, 128, 64, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, input_gemm=GemmConfig(64, 64, 128, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, num_warps=8)},
+    {"single_launch": dataclasses.replace(_SINGLE, max_input_splits=1)},
+    {"single_launch": dataclasses.replace(_SINGLE, max_input_splits=4)},
 ]}
 
 

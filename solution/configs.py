@@ -34,6 +34,9 @@ class SingleLaunchConfig:
     gelu_gemm: GemmConfig  # of these, only the block shapes apply
     input_gemm: GemmConfig
     weight_gemm: GemmConfig
+    # grad_hidden_states tiles are split along K (2048) into up to this many parts when there are
+    # fewer tiles than programs (input_grad_gemm.input_grad_split): 8 leaves 4 steps of 64 a part
+    max_input_splits: int = 8
     phases: int = 3  # all three; fewer (0-2) only to time each phase (profile_stages.py --sweep phases)
 
     @property
@@ -49,7 +52,7 @@ class SingleLaunchConfig:
 class LaunchPlan:
     layernorm_block_m: int  # rows per LayerNorm-backward step
     layernorm_waves: int  # LayerNorm-backward programs per SM (each loops over row blocks)
-    weight_block: int  # weight elements each stage-1 program rounds to fp16
+    fp16_chunk: int  # elements each stage-1 program rounds to fp16 (of each weight, or of gelu_output)
     gelu_gemm: GemmConfig  # stage 2: grad_residual @ fc2_weight, GELU epilogue
     input_gemm: GemmConfig  # stage 3: grad_fc1_output @ fc1_weight + grad_residual
     weight_gemm: GemmConfig  # stage 4: x^T @ y over tokens (block_m x block_n output tiles)
@@ -63,12 +66,12 @@ class LaunchPlan:
 _HOPPER = LaunchPlan(
     layernorm_block_m=8,  # 452 us vs 503 (16 rows) and 3521 (32 rows) at M=131072
     layernorm_waves=4,
-    weight_block=8192,
-    # (stage 2 copies gelu_output to fp16 for stage 4: stage 4 reading the fp32 input instead took
+    fp16_chunk=8192,
+    # (stage 1 copies gelu_output to fp16 for stage 4: stage 4 reading the fp32 input instead took
     # 2794 us vs 1069 us at M=131072, results/stages_120d9f6.json)
-    # 3997 us in all vs 4214 with 4 stages (results/gelu_f0de71a.json, M=131072); 1777 us vs 1829 for
-    # 4 stages vs the first 128x128x32 (stages_03ebe89.json)
-    gelu_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3),
+    # 1676 us vs 1773 (128x128x64, 8 warps), 1841 (4 stages) and 2123-3019 (64-row tiles) at
+    # M=131072; 222 vs 243 us at 17312 (results/gelu_590a2c0.json)
+    gelu_gemm=GemmConfig(block_m=128, block_n=64, block_k=64, num_warps=4, num_stages=3),
     input_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4),  # 550 us vs 730
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),  # 820 us vs 1073
     sum_block_r=32,
@@ -83,7 +86,8 @@ _HOPPER = LaunchPlan(
         num_stages=3,
         gelu_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
         input_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
-        weight_gemm=GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3),
+        # 35.6 us vs 41.7 (64x128) at 128 tokens (results/single_590a2c0.json): half the tiles, one round
+        weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3),
     ),
 )
 

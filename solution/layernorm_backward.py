@@ -14,12 +14,13 @@ each row program keeps its own running sums and writes them to its row of `parti
 reduces in a fixed order (deterministic).
 
 The same launch rounds the other GEMM operands to fp16 once, so that the GEMM kernels read 16-bit
-operands: `hidden_states` and `gelu_output` (row programs, alongside the LayerNorm rows) and both
-weights (the programs after the row programs, WEIGHT_BLOCK elements each). Copying `gelu_output` here,
-in a streaming pass, keeps its 8 KB a token of fp32 reads out of stage 2's GEMM epilogue. `fc2_weight` is split into two fp16
-parts, hi + lo: stage 2 multiplies by both, which removes fc2_weight's rounding error from
-grad_fc1_output and so halves the error variance of grad_fc1_bias, the output closest to its
-tolerance (a sum over all tokens of grad_fc1_output).
+operands: `hidden_states` (row programs, alongside the LayerNorm rows), then both weights and
+`gelu_output` as flat chunks of BLOCK elements (the programs after the row programs, one chunk
+each; the one-launch path spreads them over all its programs). Copying `gelu_output` in this
+streaming pass keeps its 8 KB a token of fp32 reads out of stage 2's GEMM epilogue. `fc2_weight`
+is split into two fp16 parts, hi + lo: stage 2 multiplies by both, which removes fc2_weight's
+rounding error from grad_fc1_output and so halves the error variance of grad_fc1_bias, the output
+closest to its tolerance (a sum over all tokens of grad_fc1_output).
 """
 
 import triton
@@ -35,15 +36,12 @@ def layernorm_backward_rows(
     ln_weight,  # (H,) fp32
     eps,  # fp32 scalar
     hidden_states,  # (M, H) fp32
-    gelu_output,  # (M, I) fp32
     grad_residual,  # out (M, H) fp32
     grad_residual_f16,  # out (M, H) fp16
     hidden_states_f16,  # out (M, H) fp16
-    gelu_output_f16,  # out (M, I) fp16
     partials_row,  # out (3, H) fp32: this program's row of the partial sums
     M,
     H: tl.constexpr,
-    I: tl.constexpr,
     BLOCK_M: tl.constexpr,
 ):
     cols = tl.arange(0, H)
@@ -66,10 +64,6 @@ def layernorm_backward_rows(
         tl.store(grad_residual_f16 + offsets, dx.to(tl.float16), mask=row_ok[:, None])
         x = tl.load(hidden_states + offsets, mask=row_ok[:, None], other=0.0)
         tl.store(hidden_states_f16 + offsets, x.to(tl.float16), mask=row_ok[:, None])
-        for chunk in tl.static_range(I // H):  # the gelu_output rows, H columns at a time
-            gelu_offsets = rows[:, None] * I + chunk * H + cols[None, :]
-            gelu = tl.load(gelu_output + gelu_offsets, mask=row_ok[:, None], other=0.0)
-            tl.store(gelu_output_f16 + gelu_offsets, gelu.to(tl.float16), mask=row_ok[:, None])
         sum_dy_xhat += tl.sum(dy * xhat, axis=0)
         sum_dy += tl.sum(dy, axis=0)
         sum_dx += tl.sum(dx, axis=0)
@@ -79,22 +73,33 @@ def layernorm_backward_rows(
 
 
 @triton.jit
-def round_weights_chunk(
-    chunk,
+def round_to_fp16_chunk(
+    chunk,  # in [0, fp16_chunks(M, H, I, BLOCK)): first the weight chunks, then the gelu_output ones
     fc1_weight,  # (I, H) fp32
     fc2_weight,  # (H, I) fp32
+    gelu_output,  # (M, I) fp32
     fc1_weight_f16,  # out (I, H) fp16
     fc2_weight_f16,  # out (2, H, I) fp16: [hi, lo], fc2_weight = hi + lo to ~2^-22 relative
+    gelu_output_f16,  # out (M, I) fp16
+    M,
     H: tl.constexpr,
     I: tl.constexpr,
-    WEIGHT_BLOCK: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
-    offsets = chunk * WEIGHT_BLOCK + tl.arange(0, WEIGHT_BLOCK)
-    tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
-    w2 = tl.load(fc2_weight + offsets)
-    hi = w2.to(tl.float16)
-    tl.store(fc2_weight_f16 + offsets, hi)
-    tl.store(fc2_weight_f16 + H * I + offsets, (w2 - hi.to(tl.float32)).to(tl.float16))
+    weight_chunks: tl.constexpr = H * I // BLOCK
+    if chunk < weight_chunks:  # BLOCK elements of each weight
+        offsets = chunk * BLOCK + tl.arange(0, BLOCK)
+        tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
+        w2 = tl.load(fc2_weight + offsets)
+        hi = w2.to(tl.float16)
+        tl.store(fc2_weight_f16 + offsets, hi)
+        tl.store(fc2_weight_f16 + H * I + offsets, (w2 - hi.to(tl.float32)).to(tl.float16))
+    else:  # BLOCK elements of gelu_output, flat
+        flat = tl.cast(chunk - weight_chunks, tl.int64) * BLOCK + tl.arange(0, BLOCK)  # 64-bit: M * I is large
+        in_range = flat < M * I
+        gelu = tl.load(gelu_output + flat, mask=in_range)
+        tl.store(gelu_output_f16 + flat, gelu.to(tl.float16), mask=in_range)
+
 
 
 @triton.jit
@@ -107,19 +112,19 @@ def layernorm_backward_kernel(
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK_M: tl.constexpr,
-    WEIGHT_BLOCK: tl.constexpr,
+    CHUNK: tl.constexpr,
 ):
-    """Programs [0, row_programs) take the rows; the rest round one weight chunk each."""
+    """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16."""
     pid = tl.program_id(0)
     if pid < row_programs:
         layernorm_backward_rows(pid, row_programs, grad_output, normalized, var, ln_weight, eps, hidden_states,
-                                gelu_output, grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16,
-                                partials + pid * (3 * H), M, H, I, BLOCK_M)
+                                grad_residual, grad_residual_f16, hidden_states_f16, partials + pid * (3 * H),
+                                M, H, BLOCK_M)
     else:
-        round_weights_chunk(pid - row_programs, fc1_weight, fc2_weight, fc1_weight_f16, fc2_weight_f16, H, I,
-                            WEIGHT_BLOCK)
+        round_to_fp16_chunk(pid - row_programs, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
+                            gelu_output_f16, M, H, I, CHUNK)
 
 
-def weight_programs(H: int, I: int, weight_block: int) -> int:
-    """Programs that round the two (H x I) weights to fp16, WEIGHT_BLOCK elements of each apiece."""
-    return H * I // weight_block
+def fp16_chunks(M: int, H: int, I: int, block: int) -> int:
+    """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk), then gelu_output."""
+    return H * I // block + triton.cdiv(M * I, block)
