@@ -46,7 +46,7 @@ SWEEPS = {"large": [
     {"gelu_gemm": GemmConfig(128, 64, 64, 4, 3)}, {"gelu_gemm": GemmConfig(128, 256, 64, 8, 3)},
 ], "single": [
     {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
-    {"single_launch": dataclasses.replace(_SINGLE, weight_gemm=GemmConfig(128, 128, 64, 4, 3))},
+    {"single_launch": dataclasses.replace(_SINGLE, weight_gemm=GemmConfig(64, 128, 64, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, input_gemm=GemmConfig(64, 128, 64, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, input_gemm=GemmConfig(64, 64, 128, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, num_warps=8)},
