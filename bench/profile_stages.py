@@ -41,17 +41,15 @@ SWEEPS = {"large": [
  ], "phases": [  # the one-launch path's time per phase: drop the later phases
     {"single_launch": dataclasses.replace(_SINGLE, phases=p)} for p in (0, 1, 2)
 ], "gelu": [
-    {"gelu_gemm": GemmConfig(64, 128, 64, 4, 4)}, {"gelu_gemm": GemmConfig(64, 128, 64, 4, 3)},
-    {"gelu_gemm": GemmConfig(128, 128, 64, 8, 4)}, {"gelu_gemm": GemmConfig(64, 256, 64, 4, 3)},
-    {"gelu_gemm": GemmConfig(128, 64, 64, 4, 3)}, {"gelu_gemm": GemmConfig(128, 256, 64, 8, 3)},
+    {"gelu_gemm": GemmConfig(128, 64, 64, 4, 2)}, {"gelu_gemm": GemmConfig(128, 64, 64, 4, 4)},
+    {"gelu_gemm": GemmConfig(128, 64, 32, 4, 4)}, {"gelu_gemm": GemmConfig(256, 64, 64, 8, 3)},
+    {"input_gemm": GemmConfig(128, 64, 64, 4, 3)}, {"weight_gemm": GemmConfig(128, 128, 64, 8, 3)},
 ], "single": [
     {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, weight_gemm=GemmConfig(64, 128, 64, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, input_gemm=GemmConfig(64, 128, 64, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, input_gemm=GemmConfig(64, 64, 128, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, num_warps=8)},
-    {"single_launch": dataclasses.replace(_SINGLE, max_input_splits=1)},
-    {"single_launch": dataclasses.replace(_SINGLE, max_input_splits=4)},
 ]}
 
 

@@ -34,9 +34,6 @@ class SingleLaunchConfig:
     gelu_gemm: GemmConfig  # of these, only the block shapes apply
     input_gemm: GemmConfig
     weight_gemm: GemmConfig
-    # grad_hidden_states tiles are split along K (2048) into up to this many parts when there are
-    # fewer tiles than programs (input_grad_gemm.input_grad_split): 8 leaves 4 steps of 64 a part
-    max_input_splits: int = 8
     phases: int = 3  # all three; fewer (0-2) only to time each phase (profile_stages.py --sweep phases)
 
     @property

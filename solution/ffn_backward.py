@@ -98,33 +98,20 @@ class Workspace:
         )
 
 
-_SYNC_COUNTERS: dict = {}
-ARRIVAL_COUNTERS = 1024  # per-tile counters of input_grad_split: more than any split grid has tiles
+_BARRIER_COUNTERS: dict = {}
 
 
-def sync_counters(device: torch.device) -> torch.Tensor:
-    """The one-launch kernel's counters for `device`: the grid barrier's two, then the arrival
-    counters of the split grad_hidden_states tiles.
+def barrier_counters(device: torch.device) -> torch.Tensor:
+    """The grid barrier's two counters for `device`.
 
     Allocated zeroed on the first call for the device (that call alone also launches the fill) and
-    left zero by every barrier and every tile, so later calls launch no memset. One set per device:
-    calls on one device must not run concurrently on different streams anyway, since two persistent
-    grids that each want every SM could both be partly resident and wait on each other forever.
+    left ready by every barrier, so later calls launch no memset. One pair per device: calls on one
+    device must not run concurrently on different streams anyway, since two persistent grids that
+    each want every SM could both be partly resident and wait on each other forever.
     """
-    if device not in _SYNC_COUNTERS:
-        _SYNC_COUNTERS[device] = torch.zeros(2 + ARRIVAL_COUNTERS, dtype=torch.int32, device=device)
-    return _SYNC_COUNTERS[device]
-
-
-def input_splits(tiles: int, programs: int, max_splits: int) -> int:
-    """K splits of each grad_hidden_states tile: the largest power of two up to `max_splits` with
-    tiles * splits <= programs (1 when the tiles alone fill the grid)."""
-    splits = 1
-    while splits * 2 <= max_splits and tiles * splits * 2 <= programs:
-        splits *= 2
-    if splits > 1 and tiles > ARRIVAL_COUNTERS:
-        raise ValueError(f"{tiles} split tiles > {ARRIVAL_COUNTERS} arrival counters")
-    return splits
+    if device not in _BARRIER_COUNTERS:
+        _BARRIER_COUNTERS[device] = torch.zeros(2, dtype=torch.int32, device=device)
+    return _BARRIER_COUNTERS[device]
 
 
 def _gemm_meta(g: GemmConfig) -> dict:
@@ -143,17 +130,15 @@ def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan:
     programs = c.programs(M, multiprocessor_count(device)) if device.type == "cuda" else 1
     ws = Workspace.allocate(dims, programs, triton.cdiv(M, c.gelu_gemm.block_m))
     g2, g3, g4 = c.gelu_gemm, c.input_gemm, c.weight_gemm
-    splits = input_splits(triton.cdiv(M, g3.block_m) * (H // g3.block_n), programs, c.max_input_splits)
-    input_partials = torch.empty((splits, M, H) if splits > 1 else (1,), dtype=torch.float32, device=device)
     return [Launch(
         ffn_backward_single_launch_kernel, (programs,),
         (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.fc1_weight, x.fc2_weight,
          x.fc1_output, x.gelu_output,
          ws.grad_residual, ws.grad_residual_f16, ws.hidden_states_f16, ws.fc1_weight_f16, ws.fc2_weight_f16,
-         ws.grad_fc1_output, ws.gelu_output_f16, ws.ln_partials, ws.bias_partials, input_partials,
+         ws.grad_fc1_output, ws.gelu_output_f16, ws.ln_partials, ws.bias_partials,
          y.grad_hidden_states, y.grad_fc1_weight, y.grad_fc1_bias, y.grad_fc2_weight, y.grad_fc2_bias,
          y.grad_ln_weight, y.grad_ln_bias,
-         sync_counters(device), M, splits),
+         barrier_counters(device), M),
         dict(H=H, I=I, LN_BLOCK_M=plan.layernorm_block_m, CHUNK=plan.fp16_chunk,
              GELU_BLOCK_M=g2.block_m, GELU_BLOCK_N=g2.block_n, GELU_BLOCK_K=g2.block_k,
              INPUT_BLOCK_M=g3.block_m, INPUT_BLOCK_N=g3.block_n, INPUT_BLOCK_K=g3.block_k,

@@ -11,8 +11,8 @@ program loops over that phase's tiles with a stride of the grid size:
              all tokens), then grad_fc1_output tiles (FC2 backward, GELU derivative, FC1-bias
              partial sums)                                          [weight_grad_gemm.py,
                                                                      gelu_backward_gemm.py]
-    phase 3: grad_hidden_states tiles (K split when there are few), grad_fc1_weight tiles and
-             the final column sums, which need phase 2's output    [input_grad_gemm.py,
+    phase 3: grad_hidden_states tiles, grad_fc1_weight tiles and the final column sums, which need
+             phase 2's grad_fc1_output                              [input_grad_gemm.py,
                                                                      weight_grad_gemm.py]
 Each phase calls the same device functions as the multi-launch path, so both compute identically;
 splitting the two weight gradients over phases 2 and 3 gives the phases about equal work.
@@ -23,7 +23,7 @@ import triton.language as tl
 
 from .gelu_backward_gemm import gelu_backward_tile
 from .grid_barrier import grid_barrier
-from .input_grad_gemm import input_grad_split
+from .input_grad_gemm import input_grad_tile
 from .layernorm_backward import layernorm_backward_rows, round_to_fp16_chunk
 from .weight_grad_gemm import (column_sum_chunks, column_sums_chunk, fc1_weight_grad_tile, fc2_weight_grad_tile,
                                weight_grad_tiles)
@@ -34,12 +34,11 @@ def ffn_backward_single_launch_kernel(
     grad_output, normalized, var, ln_weight, eps, hidden_states, fc1_weight, fc2_weight, fc1_output,
     gelu_output,  # inputs, as in the multi-launch stages
     grad_residual, grad_residual_f16, hidden_states_f16, fc1_weight_f16, fc2_weight_f16, grad_fc1_output,
-    gelu_output_f16, ln_partials, bias_partials, input_partials,  # workspaces; ln_partials: a row per program
+    gelu_output_f16, ln_partials, bias_partials,  # workspaces; ln_partials has one row per program
     grad_hidden_states, grad_fc1_weight, grad_fc1_bias, grad_fc2_weight, grad_fc2_bias, grad_ln_weight,
     grad_ln_bias,  # outputs
-    sync,  # (2 + input tiles,) int32: grid-barrier counters, then input_grad_split's arrival counters
+    sync,  # (2,) int32 grid-barrier counters
     M,
-    input_splits,  # K splits of each grad_hidden_states tile (input_grad_gemm.input_grad_split)
     H: tl.constexpr,
     I: tl.constexpr,
     LN_BLOCK_M: tl.constexpr,
@@ -91,17 +90,18 @@ def ffn_backward_single_launch_kernel(
     if PHASES < 3:
         return
 
-    # Phase 3: grad_hidden_states tiles (split along K when there are few), grad_fc1_weight tiles,
-    # column sums.
-    input_items = tl.cdiv(M, INPUT_BLOCK_M) * (H // INPUT_BLOCK_N) * input_splits
-    for item in range(pid, input_items + weight_tiles + column_sum_chunks(H, I), num_programs):
-        if item < input_items:
-            input_grad_split(item, input_splits, grad_fc1_output, fc1_weight_f16, grad_residual, grad_hidden_states,
-                             input_partials, sync + 2, M, H, I, INPUT_BLOCK_M, INPUT_BLOCK_N, INPUT_BLOCK_K)
-        elif item < input_items + weight_tiles:
-            fc1_weight_grad_tile(item - input_items, grad_fc1_output, hidden_states_f16, grad_fc1_weight, M, H, I,
+    # Phase 3: grad_hidden_states tiles, grad_fc1_weight tiles, column sums.
+    input_tiles_n: tl.constexpr = H // INPUT_BLOCK_N
+    input_tiles = tl.cdiv(M, INPUT_BLOCK_M) * input_tiles_n
+    for tile in range(pid, input_tiles + weight_tiles + column_sum_chunks(H, I), num_programs):
+        if tile < input_tiles:
+            input_grad_tile(tile // input_tiles_n, tile % input_tiles_n, grad_fc1_output, fc1_weight_f16,
+                            grad_residual, grad_hidden_states, M, H, I, INPUT_BLOCK_M, INPUT_BLOCK_N,
+                            INPUT_BLOCK_K)
+        elif tile < input_tiles + weight_tiles:
+            fc1_weight_grad_tile(tile - input_tiles, grad_fc1_output, hidden_states_f16, grad_fc1_weight, M, H, I,
                                  WEIGHT_BLOCK_P, WEIGHT_BLOCK_Q, WEIGHT_BLOCK_K)
         else:
-            column_sums_chunk(item - input_items - weight_tiles, ln_partials, num_programs, bias_partials,
+            column_sums_chunk(tile - input_tiles - weight_tiles, ln_partials, num_programs, bias_partials,
                               tl.cdiv(M, GELU_BLOCK_M), grad_ln_weight, grad_ln_bias, grad_fc2_bias,
                               grad_fc1_bias, H, I, SUM_BLOCK_R)
