@@ -38,7 +38,9 @@ SWEEPS = {"large": [
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),))},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),), num_warps=8)},
- ], "phases": [  # the one-launch path's time per phase: drop the later phases
+ ], "limit": [  # the one-launch path against four launches, near SingleLaunchConfig.max_tokens
+    {"single_launch": None},
+], "phases": [  # the one-launch path's time per phase: drop the later phases
     {"single_launch": dataclasses.replace(_SINGLE, phases=p)} for p in (0, 1, 2)
 ], "gelu": [
     {"gelu_gemm": GemmConfig(128, 64, 64, 4, 2)}, {"gelu_gemm": GemmConfig(128, 64, 64, 4, 4)},
