@@ -73,12 +73,11 @@ _HOPPER = LaunchPlan(
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),  # 820 us vs 1073
     sum_block_r=32,
     single_launch=SingleLaunchConfig(
-        # one launch vs four (official timer): 128 tokens 40 vs 374 us; 1163: 162 vs 302; 2984: 288 vs
-        # 383; 7184: 590 vs 578. One program per SM is best to ~1000 tokens (85 vs 96 us at 128), two
-        # above (162 vs 189 us at 1163; 288 vs 384 at 2984). All but the first of these ran after
-        # torch.profiler in the same process, which inflates the timer (PERFORMANCE.md, v3): comparable
-        # with each other, to be re-measured cleanly.
-        programs_per_sm=((1024, 1), (4096, 2)),
+        # one launch vs four (official timer): 128 tokens 31.4 vs 163.9 us (results/small_6760538.json),
+        # 2984: 150.0 vs 168.6, 3602: 179.4 vs 137.5 (results/limit_*.json): the limit lies between.
+        # Programs per SM: 128 tokens 31.0 (one) vs 32.4 us (two); 1163: 91.0 vs 71.5
+        # (results/small_b201599.json).
+        programs_per_sm=((1024, 1), (3000, 2)),
         num_warps=4,
         num_stages=3,
         gelu_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
