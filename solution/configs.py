@@ -74,16 +74,20 @@ _HOPPER = LaunchPlan(
     sum_block_r=32,
     single_launch=SingleLaunchConfig(
         # one launch vs four (official timer): 128 tokens 31.4 vs 163.9 us (results/small_6760538.json),
-        # 2984: 150.0 vs 168.6, 3602: 179.4 vs 137.5 (results/limit_*.json): the limit lies between.
+        # 2984: 150.0 vs 168.6, 3602: 179.4 vs 137.5 (profile_stages, results/limit_8783859.json), but
+        # in the evaluator four launches took 156.9 us at 3092 and 193.0 at 3602
+        # (results/eval_911783b_thread_artifact.json): their launch gaps vary from run to run, one
+        # launch has none. So one launch up to 4096 (no workload between 3602 and 6824 tokens).
         # Programs per SM: 128 tokens 31.0 (one) vs 32.4 us (two); 1163: 91.0 vs 71.5
         # (results/small_b201599.json).
-        programs_per_sm=((1024, 1), (3000, 2)),
+        programs_per_sm=((1024, 1), (4096, 2)),
         num_warps=4,
         num_stages=3,
         gelu_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
         input_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
-        # 35.6 us vs 41.7 (64x128) at 128 tokens (results/single_590a2c0.json): half the tiles, one round
-        weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3),
+        # 64x128: 38.2 us vs 37.2 (128x128) at 128 tokens, 59.2 vs 60.1 at 613 (results/single_b201599.json);
+        # 128x128 tiles halve the tiles but double each one's chain over all tokens (long at 2984+)
+        weight_gemm=GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3),
     ),
 )
 

@@ -21,6 +21,11 @@ from reference.tolerance import check_output
 
 BASELINE_NAMES = ("eager", "compile", "optimized")
 
+# Inductor compiles in this process, without its worker pool: the pool's helper threads come and go
+# (an idle timer), and the next workload's thread-count check (protocol.md defense 5), which runs in
+# the same process here but never sees a baseline in the official run, counted one of them as a
+# solution-injected thread (REWARD_HACK at 2984 tokens, results/eval_911783b_thread_artifact.json).
+torch._inductor.config.compile_threads = 1
 # 16 workload shapes: stay below Dynamo's recompile limit (8 by default), else it falls back to eager.
 _LIMIT = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
 setattr(torch._dynamo.config, _LIMIT, max(getattr(torch._dynamo.config, _LIMIT), 64))
