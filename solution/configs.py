@@ -85,9 +85,9 @@ _HOPPER = LaunchPlan(
         num_stages=3,
         gelu_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
         input_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
-        # 64x128: 38.2 us vs 37.2 (128x128) at 128 tokens, 59.2 vs 60.1 at 613 (results/single_b201599.json);
-        # 128x128 tiles halve the tiles but double each one's chain over all tokens (long at 2984+)
-        weight_gemm=GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3),
+        # 128x128: 31.4 us at 128 tokens (results/small_6760538.json) vs 36.5 with 64x128 tiles
+        # (results/eval_89bd2f2.json); 2984 and 3602 tokens: 150.0 and 179.4 us vs 149.2 and 182.2
+        weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3),
     ),
 )
 
