@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 import triton
-from triton.backends.compiler import GPUTarget
+from triton.backends.compiler import BaseBackend, GPUTarget
 from triton.compiler import ASTSource
 
 import reference
@@ -54,22 +54,35 @@ GEMM_KERNELS = {"gelu_backward_gemm_kernel", "input_grad_gemm_kernel", "weight_g
 _TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.int32: "*i32"}
 
 
-def _signature(launch) -> tuple[dict, dict]:
+def _signature(launch) -> tuple[dict, dict, dict]:
+    """Types, constexprs and the alignment attributes that Triton's launcher would specialize on
+    (16-byte aligned pointers, integers divisible by 16: on the GPU the tensors come from the caching
+    allocator, 256-byte aligned), so that the compiled code is the one the GPU runs."""
     fn = launch.kernel
     runtime_names = [n for n in fn.arg_names if n not in launch.constexprs]
-    sig = {}
+    sig, attrs = {}, {}
     for name, value in zip(runtime_names, launch.args):
+        index = (fn.arg_names.index(name),)
         if isinstance(value, torch.Tensor):
             sig[name] = _TYPES[value.dtype]
+            attrs[index] = BaseBackend.parse_attr(BaseBackend.get_tensor_specialization(value, align=True))
         elif isinstance(value, float):
             sig[name] = "fp32"
         else:
             sig[name] = "i32"
+            attrs[index] = BaseBackend.parse_attr(BaseBackend.get_int_specialization(value, align=True))
     for name in launch.constexprs:
         sig[name] = "constexpr"
     ordered = {n: sig[n] for n in fn.arg_names}
     constexprs = {(fn.arg_names.index(n),): v for n, v in launch.constexprs.items()}
-    return ordered, constexprs
+    return ordered, constexprs, {k: v for k, v in attrs.items() if v}
+
+
+def compile_launch(launch, target: Target):
+    """Compile one launch's kernel for `target`, specialized like the GPU launch would be."""
+    signature, constexprs, attrs = _signature(launch)
+    src = ASTSource(fn=launch.kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", target.capability, target.warp_size), options=launch.options)
 
 
 def example_launches(plan: configs.LaunchPlan):
@@ -108,11 +121,8 @@ def check(arch: str) -> list[str]:
     problems = []
     for launch in example_launches(plan):
         name = launch.kernel.__name__
-        signature, constexprs = _signature(launch)
-        src = ASTSource(fn=launch.kernel, signature=signature, constexprs=constexprs)
         try:
-            compiled = triton.compile(src, target=GPUTarget("cuda", target.capability, target.warp_size),
-                                      options=launch.options)
+            compiled = compile_launch(launch, target)
         except Exception as e:  # report every kernel, not only the first failure
             problems.append(f"{arch} {name}: does not compile: {str(e).splitlines()[0] if str(e) else repr(e)}")
             continue

@@ -14,11 +14,7 @@ import json
 import re
 import sys
 
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-
-from bench.compile_check import TARGETS, _signature, example_launches
+from bench.compile_check import TARGETS, compile_launch, example_launches
 from solution import configs
 
 _DEBUG_LINE = re.compile(r"\s*(\.loc|\.file|//|\.section|\.b8|\.b32|\$L__tmp|\$L__func)")
@@ -36,10 +32,7 @@ def fingerprints() -> dict:
     for arch, target in TARGETS.items():
         result[arch] = {}
         for launch in example_launches(configs.PLANS[arch]):
-            signature, constexprs = _signature(launch)
-            compiled = triton.compile(ASTSource(fn=launch.kernel, signature=signature, constexprs=constexprs),
-                                      target=GPUTarget("cuda", target.capability, target.warp_size),
-                                      options=launch.options)
+            compiled = compile_launch(launch, target)
             result[arch][launch.kernel.__name__] = fingerprint(compiled.asm["ptx"])
     return result
 
