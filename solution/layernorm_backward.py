@@ -95,8 +95,9 @@ def round_to_fp16_chunk(
         tl.store(fc2_weight_f16 + offsets, hi)
         tl.store(fc2_weight_f16 + H * I + offsets, (w2 - hi.to(tl.float32)).to(tl.float16))
     else:  # BLOCK elements of gelu_output, flat
-        flat = tl.cast(chunk - weight_chunks, tl.int64) * BLOCK + tl.arange(0, BLOCK)  # 64-bit: M * I is large
-        in_range = flat < M * I
+        # 64-bit: M * I passes 2^31 from 2^20 tokens on
+        flat = tl.cast(chunk - weight_chunks, tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        in_range = flat < tl.cast(M, tl.int64) * I
         gelu = tl.load(gelu_output + flat, mask=in_range)
         tl.store(gelu_output_f16 + flat, gelu.to(tl.float16), mask=in_range)
 
