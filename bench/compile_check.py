@@ -9,6 +9,9 @@ tensors, compiles each kernel with the same constexprs and options, and checks t
   - the one-launch kernel's programs per SM all fit on one SM at once, even at the worst-case 255
     registers a thread (its grid barrier deadlocks otherwise): registers, shared memory, warps and,
     on sm_100, tensor memory.
+Each kernel is compiled as the launcher specializes it on the GPU (16-byte aligned pointers; the
+token count divisible by 16 or not: both variants). Not modeled: a token count of 1, which Triton
+turns into a constant (a smaller variant of the same code).
 Must run without TRITON_INTERPRET (the interpreter replaces the compiler).
 
     python bench/compile_check.py [--arch sm_90 sm_100]
@@ -85,10 +88,14 @@ def compile_launch(launch, target: Target):
     return triton.compile(src, target=GPUTarget("cuda", target.capability, target.warp_size), options=launch.options)
 
 
-def example_launches(plan: configs.LaunchPlan):
-    """Launches of both paths: the single launch (few tokens) and one launch per stage."""
-    sizes = [256] if plan.single_launch is None else [min(256, plan.single_launch.max_tokens), plan.single_launch.max_tokens + 1]
-    return [launch for tokens in sizes for launch in _launches(plan, tokens)]
+def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
+    """(tokens, launch) of both paths, the single launch (few tokens) and one launch per stage, each
+    with a token count divisible by 16 and one not (Triton compiles a variant for each)."""
+    sizes = [256, 257]
+    if plan.single_launch is not None:
+        limit = plan.single_launch.max_tokens
+        sizes = [min(256, limit), min(255, limit - 1), limit + 16 - limit % 16, limit + 1]
+    return [(tokens, launch) for tokens in sizes for launch in _launches(plan, tokens)]
 
 
 def _launches(plan: configs.LaunchPlan, tokens: int):
@@ -119,8 +126,8 @@ def check(arch: str) -> list[str]:
     target = TARGETS[arch]
     plan = configs.PLANS[arch]
     problems = []
-    for launch in example_launches(plan):
-        name = launch.kernel.__name__
+    for tokens, launch in example_launches(plan):
+        name = f"{launch.kernel.__name__} (M={tokens})"
         try:
             compiled = compile_launch(launch, target)
         except Exception as e:  # report every kernel, not only the first failure
@@ -128,10 +135,10 @@ def check(arch: str) -> list[str]:
             continue
         shared = compiled.metadata.shared
         uses_mma = target.tensor_core_op in compiled.asm["ptx"]
-        print(f"{arch} {name:>28}: shared {shared / 1024:6.1f} KiB, {target.tensor_core_op}: {uses_mma}")
+        print(f"{arch} {name:>42}: shared {shared / 1024:6.1f} KiB, {target.tensor_core_op}: {uses_mma}")
         if shared > target.max_shared_bytes:
             problems.append(f"{arch} {name}: {shared} bytes of shared memory > {target.max_shared_bytes}")
-        if name in GEMM_KERNELS and not uses_mma:
+        if launch.kernel.__name__ in GEMM_KERNELS and not uses_mma:
             problems.append(f"{arch} {name}: no {target.tensor_core_op} in the PTX")
         if launch.kernel is ffn_backward_single_launch_kernel:
             most = max(p for _, p in plan.single_launch.programs_per_sm)

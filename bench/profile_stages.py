@@ -42,7 +42,7 @@ SWEEPS = {"large": [
     {"single_launch": None},
 ], "phases": [  # the one-launch path's time per phase: drop the later phases
     {"single_launch": dataclasses.replace(_SINGLE, phases=p)} for p in (0, 1, 2)
-], "gelu": [
+], "tiles": [  # the multi-launch stages' tiles, stage 2 first
     {"gelu_gemm": GemmConfig(128, 64, 64, 4, 2)}, {"gelu_gemm": GemmConfig(128, 64, 64, 4, 4)},
     {"gelu_gemm": GemmConfig(128, 64, 32, 4, 4)}, {"gelu_gemm": GemmConfig(256, 64, 64, 8, 3)},
     {"input_gemm": GemmConfig(128, 64, 64, 4, 3)}, {"weight_gemm": GemmConfig(128, 128, 64, 8, 3)},

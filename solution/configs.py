@@ -57,15 +57,15 @@ class LaunchPlan:
     single_launch: SingleLaunchConfig | None  # the one-launch path for few tokens, if any
 
 
-# H200 measurements behind each choice: results/stages_03ebe89.json (profile_stages.py, M=131072;
-# stage-2/3/4 GEMM and LayerNorm variants, kernel times), results/small_03ebe89.json (official
-# timer, 128-7184 tokens: one launch vs four, programs per SM, warps) and results/gelu_f0de71a.json.
+# H200 measurements behind each choice, cited beside it (results/*.json, written by
+# bench/profile_stages.py and the evaluator; PERFORMANCE.md tells the story).
 _HOPPER = LaunchPlan(
     layernorm_block_m=8,  # 452 us vs 503 (16 rows) and 3521 (32 rows) at M=131072
     layernorm_waves=4,
+    # Stage 1 rounds gelu_output to fp16 for stage 4 (stage 4 reading the fp32 input took 2794 us vs
+    # 1069 at M=131072, results/stages_120d9f6.json; the copy was then in stage 2's epilogue, where
+    # it cost stage 2 as much as it now costs stage 1: results/gelu_590a2c0.json, PERFORMANCE.md v6)
     fp16_chunk=8192,
-    # (stage 1 copies gelu_output to fp16 for stage 4: stage 4 reading the fp32 input instead took
-    # 2794 us vs 1069 us at M=131072, results/stages_120d9f6.json)
     # 1676 us vs 1773 (128x128x64, 8 warps), 1841 (4 stages) and 2123-3019 (64-row tiles) at
     # M=131072; 222 vs 243 us at 17312 (results/gelu_590a2c0.json)
     gelu_gemm=GemmConfig(block_m=128, block_n=64, block_k=64, num_warps=4, num_stages=3),

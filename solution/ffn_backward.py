@@ -16,8 +16,8 @@ Backward, in four stages (M = tokens, H = 512, I = 2048):
                             grad_fc1_weight = grad_fc1_output^T @ hidden_states, and the final sums
 Inputs are never written; `residual_output` is not needed (the LayerNorm backward uses `normalized`).
 
-Up to `SingleLaunchConfig.max_tokens` tokens the four stages run as phases of one persistent launch
-(single_launch.py): there, launch gaps and not arithmetic dominate. Above it, one launch per stage,
+Up to `SingleLaunchConfig.max_tokens` tokens the four stages run as three phases of one persistent
+launch (single_launch.py): there, launch gaps and not arithmetic dominate. Above it, one launch per stage,
 each with its own tile shape and warp count.
 """
 

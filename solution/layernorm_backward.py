@@ -86,6 +86,7 @@ def round_to_fp16_chunk(
     I: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
+    tl.static_assert(H * I % BLOCK == 0, "the weight chunks must cover both weights")
     weight_chunks: tl.constexpr = H * I // BLOCK
     if chunk < weight_chunks:  # BLOCK elements of each weight
         offsets = chunk * BLOCK + tl.arange(0, BLOCK)
@@ -100,7 +101,6 @@ def round_to_fp16_chunk(
         in_range = flat < tl.cast(M, tl.int64) * I
         gelu = tl.load(gelu_output + flat, mask=in_range)
         tl.store(gelu_output_f16 + flat, gelu.to(tl.float16), mask=in_range)
-
 
 
 @triton.jit

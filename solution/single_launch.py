@@ -5,8 +5,9 @@ With few tokens the GEMMs are tiny and the benchmark's timer sees mostly the gap
 few programs per SM runs the work as three phases separated by grid barriers; in each phase every
 program loops over that phase's tiles with a stride of the grid size:
 
-    phase 1: LayerNorm-backward rows (+ fp16 copies of grad_residual, hidden_states and
-             gelu_output) and the fp16 rounding of both weights     [layernorm_backward.py]
+    phase 1: LayerNorm-backward rows (+ fp16 copies of grad_residual and hidden_states), then
+             the fp16 rounding of both weights and gelu_output in flat chunks, spread over all
+             programs                                               [layernorm_backward.py]
     phase 2: grad_fc2_weight tiles (they need only phase 1's output; first, since each loops over
              all tokens), then grad_fc1_output tiles (FC2 backward, GELU derivative, FC1-bias
              partial sums)                                          [weight_grad_gemm.py,
@@ -14,8 +15,9 @@ program loops over that phase's tiles with a stride of the grid size:
     phase 3: grad_hidden_states tiles, grad_fc1_weight tiles and the final column sums, which need
              phase 2's grad_fc1_output                              [input_grad_gemm.py,
                                                                      weight_grad_gemm.py]
-Each phase calls the same device functions as the multi-launch path, so both compute identically;
-splitting the two weight gradients over phases 2 and 3 gives the phases about equal work.
+Each phase calls the same device functions as the multi-launch path, with the same arithmetic per
+element; only the number of partial sums behind the column sums differs (one per program here).
+Splitting the two weight gradients over phases 2 and 3 gives the phases about equal work.
 """
 
 import triton
@@ -57,7 +59,7 @@ def ffn_backward_single_launch_kernel(
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    weight_tiles: tl.constexpr = weight_grad_tiles(H, I, WEIGHT_BLOCK_P, WEIGHT_BLOCK_Q)
+    weight_tiles: tl.constexpr = weight_grad_tiles(H, I, WEIGHT_BLOCK_P, WEIGHT_BLOCK_Q)  # of either weight
 
     if PHASES < 1:
         return
@@ -65,8 +67,9 @@ def ffn_backward_single_launch_kernel(
     layernorm_backward_rows(pid, num_programs, grad_output, normalized, var, ln_weight, eps, hidden_states,
                             grad_residual, grad_residual_f16, hidden_states_f16, ln_partials + pid * (3 * H),
                             M, H, LN_BLOCK_M)
-    # the fp16 chunks (layernorm_backward.fp16_chunks of them) from the last program down, so that
-    # the row programs (the first ones) get fewer
+    # the fp16 chunks (as many as layernorm_backward.fp16_chunks counts on the host; M <= max_tokens
+    # here, so M * I fits in 32 bits) from the last program down, so that the row programs (the
+    # first ones) get fewer
     for chunk in range(num_programs - 1 - pid, H * I // CHUNK + tl.cdiv(M * I, CHUNK), num_programs):
         round_to_fp16_chunk(chunk, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
                             gelu_output_f16, M, H, I, CHUNK)

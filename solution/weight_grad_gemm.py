@@ -17,8 +17,8 @@ import triton.language as tl
 
 @triton.jit
 def _token_contraction(
-    x,  # (M, P) fp16 or fp32 (rounded to fp16 here)
-    y,  # (M, Q) fp16 or fp32 (rounded to fp16 here)
+    x,  # (M, P) fp16
+    y,  # (M, Q) fp16
     out,  # out (P, Q) fp32: out = x^T @ y
     M,
     P: tl.constexpr,
@@ -147,7 +147,8 @@ def weight_grad_kernel(
 
 @triton.constexpr_function
 def weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q):
-    """Output tiles of either weight gradient (both have H x I elements)."""
+    """Output tiles of either weight gradient (both have H x I elements, and the tiles divide them)."""
+    assert H % BLOCK_P == 0 and I % BLOCK_P == 0 and H % BLOCK_Q == 0 and I % BLOCK_Q == 0, (H, I, BLOCK_P, BLOCK_Q)
     return (H // BLOCK_P) * (I // BLOCK_Q)
 
 

@@ -87,6 +87,12 @@ def test_one_launch_per_stage_path(batch_size, seq_len, device, nan_outputs, out
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
+def test_plans_run_every_phase():
+    """`phases` below 3 leaves outputs unwritten: it exists only for profile_stages' breakdown."""
+    for arch, plan in configs.PLANS.items():
+        assert plan.single_launch is None or plan.single_launch.phases == 3, arch
+
+
 def test_random_ln_weight_and_eps(device, nan_outputs, outputs_pass):
     batch_size, seq_len = 2, 19
     official = dict(zip(reference.INPUT_NAMES, draw(batch_size, seq_len, device, seed=7)))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
+import torch._inductor.config
 
 from evaluation.timer import time_call
 from reference.problem import Tolerance
