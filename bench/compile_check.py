@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 
 import torch
 import triton
 from triton.backends.compiler import BaseBackend, GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
 from triton.compiler import ASTSource
 
 import reference
@@ -88,6 +92,20 @@ def compile_launch(launch, target: Target):
     return triton.compile(src, target=GPUTarget("cuda", target.capability, target.warp_size), options=launch.options)
 
 
+def register_usage(compiled, target: Target) -> str:
+    """Registers a thread and spill bytes, from `ptxas -v` on the kernel's PTX (informational: what
+    limits occupancy, and whether the code spills)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        ptx = os.path.join(scratch, "kernel.ptx")
+        with open(ptx, "w") as f:
+            f.write(compiled.asm["ptx"])
+        log = subprocess.run([get_ptxas(target.capability).path, "-v", f"-arch=sm_{target.capability}a", ptx,
+                              "-o", os.path.join(scratch, "kernel.cubin")], capture_output=True, text=True).stderr
+    registers = re.search(r"Used (\d+) registers", log)
+    spills = re.search(r"(\d+) bytes spill stores", log)
+    return f"{registers.group(1) if registers else '?'} registers, {spills.group(1) if spills else '?'} B spilled"
+
+
 def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
     """(tokens, launch) of both paths, the single launch (few tokens) and one launch per stage, each
     with a token count divisible by 16 and one not (Triton compiles a variant for each)."""
@@ -135,7 +153,8 @@ def check(arch: str) -> list[str]:
             continue
         shared = compiled.metadata.shared
         uses_mma = target.tensor_core_op in compiled.asm["ptx"]
-        print(f"{arch} {name:>42}: shared {shared / 1024:6.1f} KiB, {target.tensor_core_op}: {uses_mma}")
+        print(f"{arch} {name:>42}: shared {shared / 1024:6.1f} KiB, {target.tensor_core_op}: {uses_mma}, "
+              f"{register_usage(compiled, target)}")
         if shared > target.max_shared_bytes:
             problems.append(f"{arch} {name}: {shared} bytes of shared memory > {target.max_shared_bytes}")
         if launch.kernel.__name__ in GEMM_KERNELS and not uses_mma:
