@@ -49,6 +49,7 @@ class SingleLaunchConfig:
 class LaunchPlan:
     layernorm_block_m: int  # rows per LayerNorm-backward step
     layernorm_waves: int  # LayerNorm-backward programs per SM (each loops over row blocks)
+    layernorm_warps: int  # warps of the stage-1 kernel
     fp16_chunk: int  # elements each stage-1 program rounds to fp16 (of each weight, or of gelu_output)
     gelu_gemm: GemmConfig  # stage 2: grad_residual @ fc2_weight, GELU epilogue
     input_gemm: GemmConfig  # stage 3: grad_fc1_output @ fc1_weight + grad_residual
@@ -62,6 +63,7 @@ class LaunchPlan:
 _HOPPER = LaunchPlan(
     layernorm_block_m=8,  # 452 us vs 503 (16 rows) and 3521 (32 rows) at M=131072
     layernorm_waves=4,
+    layernorm_warps=4,
     # Stage 1 rounds gelu_output to fp16 for stage 4 (stage 4 reading the fp32 input took 2794 us vs
     # 1069 at M=131072, results/stages_120d9f6.json; the copy was then in stage 2's epilogue, where
     # it cost stage 2 as much as it now costs stage 1: results/gelu_590a2c0.json, PERFORMANCE.md v6)
