@@ -42,6 +42,8 @@ SWEEPS = {"large": [
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),), num_warps=8)},
  ], "limit": [  # the one-launch path against four launches, near SingleLaunchConfig.max_tokens
     {"single_launch": None},
+], "precision": [  # what multiplying by fc2_weight's fp16 remainder costs (accuracy: README)
+    {"fc2_weight_lo": False},
 ], "phases": [  # the one-launch path's time per phase: drop the later phases
     {"single_launch": dataclasses.replace(_SINGLE, phases=p)} for p in (0, 1, 2)
 ], "tiles": [  # the multi-launch stages' tiles, stage 2 first

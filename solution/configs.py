@@ -56,6 +56,11 @@ class LaunchPlan:
     weight_gemm: GemmConfig  # stage 4: x^T @ y over tokens (block_m x block_n output tiles)
     sum_block_r: int  # rows per step of the final column sums
     single_launch: SingleLaunchConfig | None  # the one-launch path for few tokens, if any
+    # Stage 2 multiplies by fc2_weight's fp16 remainder too (hi + lo): every element of
+    # grad_fc1_bias inside the tolerance (worst 0.91 of the bound, vs 1.27 with hi alone, which still
+    # passes the 99% rule with 2 of 2048 elements out). Off only to measure what it costs
+    # (profile_stages.py --sweep precision); see README, Precision.
+    fc2_weight_lo: bool = True
 
 
 # H200 measurements behind each choice, cited beside it (results/*.json, written by

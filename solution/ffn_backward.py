@@ -143,7 +143,7 @@ def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan:
              GELU_BLOCK_M=g2.block_m, GELU_BLOCK_N=g2.block_n, GELU_BLOCK_K=g2.block_k,
              INPUT_BLOCK_M=g3.block_m, INPUT_BLOCK_N=g3.block_n, INPUT_BLOCK_K=g3.block_k,
              WEIGHT_BLOCK_P=g4.block_m, WEIGHT_BLOCK_Q=g4.block_n, WEIGHT_BLOCK_K=g4.block_k,
-             SUM_BLOCK_R=plan.sum_block_r, PHASES=c.phases),
+             SUM_BLOCK_R=plan.sum_block_r, FC2_WEIGHT_LO=plan.fc2_weight_lo, PHASES=c.phases),
         dict(num_warps=c.num_warps, num_stages=c.num_stages),
     )]
 
@@ -164,7 +164,7 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
                dict(num_warps=plan.layernorm_warps)),
         Launch(gelu_backward_gemm_kernel, (bias_partial_rows * (I // g2.block_n),),
                (ws.grad_residual_f16, ws.fc2_weight_f16, x.fc1_output, ws.grad_fc1_output, ws.bias_partials, M),
-               dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m),
+               dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, FC2_WEIGHT_LO=plan.fc2_weight_lo),
                _gemm_options(g2)),
         Launch(input_grad_gemm_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),
                (ws.grad_fc1_output, ws.fc1_weight_f16, ws.grad_residual, y.grad_hidden_states, M),

@@ -31,6 +31,7 @@ def gelu_backward_tile(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    FC2_WEIGHT_LO: tl.constexpr,  # also multiply by fc2_weight's lo part (configs.LaunchPlan.fc2_weight_lo)
 ):
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -47,7 +48,8 @@ def gelu_backward_tile(
         a = tl.load(grad_residual + rows[:, None] * H + ks[None, :], mask=row_ok[:, None], other=0.0)
         b_offsets = ks[:, None] * I + cols[None, :]
         acc = tl.dot(a, tl.load(fc2_weight + b_offsets), acc)
-        acc = tl.dot(a, tl.load(fc2_weight + H * I + b_offsets), acc)
+        if FC2_WEIGHT_LO:
+            acc = tl.dot(a, tl.load(fc2_weight + H * I + b_offsets), acc)
 
     d = acc * gelu_tanh_grad(x)  # zero on masked rows, since acc is
     tl.store(grad_fc1_output + offsets, d.to(tl.float16), mask=row_ok[:, None])
@@ -64,7 +66,8 @@ def gelu_backward_gemm_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
+    FC2_WEIGHT_LO: tl.constexpr,
 ):
     tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), I // BLOCK_N, GROUP_M)
     gelu_backward_tile(tile_m, tile_n, grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials,
-                       M, H, I, BLOCK_M, BLOCK_N, BLOCK_K)
+                       M, H, I, BLOCK_M, BLOCK_N, BLOCK_K, FC2_WEIGHT_LO)
