@@ -10,8 +10,7 @@ tensors, compiles each kernel with the same constexprs and options, and checks t
     registers a thread (its grid barrier deadlocks otherwise): registers, shared memory, warps and,
     on sm_100, tensor memory.
 Each kernel is compiled as the launcher specializes it on the GPU (16-byte aligned pointers; the
-token count divisible by 16 or not: both variants). Not modeled: a token count of 1, which Triton
-turns into a constant (a smaller variant of the same code).
+token count divisible by 16 or not, and a single token, which Triton turns into a constant).
 Must run without TRITON_INTERPRET (the interpreter replaces the compiler).
 
     python bench/compile_check.py [--arch sm_90 sm_100]
@@ -64,10 +63,11 @@ _TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.int32: "*i32"}
 def _signature(launch) -> tuple[dict, dict, dict]:
     """Types, constexprs and the alignment attributes that Triton's launcher would specialize on
     (16-byte aligned pointers, integers divisible by 16: on the GPU the tensors come from the caching
-    allocator, 256-byte aligned), so that the compiled code is the one the GPU runs."""
+    allocator, 256-byte aligned; an integer equal to 1 becomes a constant), so that the compiled code
+    is the one the GPU runs."""
     fn = launch.kernel
     runtime_names = [n for n in fn.arg_names if n not in launch.constexprs]
-    sig, attrs = {}, {}
+    sig, attrs, constants = {}, {}, dict(launch.constexprs)
     for name, value in zip(runtime_names, launch.args):
         index = (fn.arg_names.index(name),)
         if isinstance(value, torch.Tensor):
@@ -75,13 +75,15 @@ def _signature(launch) -> tuple[dict, dict, dict]:
             attrs[index] = BaseBackend.parse_attr(BaseBackend.get_tensor_specialization(value, align=True))
         elif isinstance(value, float):
             sig[name] = "fp32"
+        elif value == 1:
+            constants[name] = 1
         else:
             sig[name] = "i32"
             attrs[index] = BaseBackend.parse_attr(BaseBackend.get_int_specialization(value, align=True))
-    for name in launch.constexprs:
+    for name in constants:
         sig[name] = "constexpr"
     ordered = {n: sig[n] for n in fn.arg_names}
-    constexprs = {(fn.arg_names.index(n),): v for n, v in launch.constexprs.items()}
+    constexprs = {(fn.arg_names.index(n),): v for n, v in constants.items()}
     return ordered, constexprs, {k: v for k, v in attrs.items() if v}
 
 
@@ -108,11 +110,11 @@ def register_usage(compiled, target: Target) -> str:
 
 def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
     """(tokens, launch) of both paths, the single launch (few tokens) and one launch per stage, each
-    with a token count divisible by 16 and one not (Triton compiles a variant for each)."""
-    sizes = [256, 257]
+    with a token count divisible by 16 and one not, and one token (Triton compiles a variant for each)."""
+    sizes = [256, 257, 1]
     if plan.single_launch is not None:
         limit = plan.single_launch.max_tokens
-        sizes = [min(256, limit), min(255, limit - 1), limit + 16 - limit % 16, limit + 1]
+        sizes = [min(256, limit), min(255, limit - 1), 1, limit + 16 - limit % 16, limit + 1]
     return [(tokens, launch) for tokens in sizes for launch in _launches(plan, tokens)]
 
 
