@@ -92,8 +92,8 @@ _HOPPER = LaunchPlan(
         num_stages=3,
         gelu_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
         input_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
-        # 128x128: 31.4 us at 128 tokens (results/small_6760538.json) vs 36.5 with 64x128 tiles
-        # (results/eval_89bd2f2.json); 2984 and 3602 tokens: 150.0 and 179.4 us vs 149.2 and 182.2
+        # 128x128 vs 64x128 tiles, evaluator runs (results/eval_0fe5866.json, eval_89bd2f2.json): 32.0
+        # vs 36.5 us at 128 tokens, 35.8 vs 39.2 at 131, 71.6 vs 79.7 at 1163, 149.7 vs 149.2 at 2984
         weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3),
     ),
 )
