@@ -50,6 +50,13 @@ SWEEPS = {"large": [
     {"gelu_gemm": GemmConfig(128, 64, 64, 4, 2)}, {"gelu_gemm": GemmConfig(128, 64, 64, 4, 4)},
     {"gelu_gemm": GemmConfig(128, 64, 32, 4, 4)}, {"gelu_gemm": GemmConfig(256, 64, 64, 8, 3)},
     {"input_gemm": GemmConfig(128, 64, 64, 4, 3)}, {"weight_gemm": GemmConfig(128, 128, 64, 8, 3)},
+], "gelu": [  # stage 2: tile shape against L2 traffic, fc1_output loaded before or after the GEMM loop
+    {"fc2_weight_lo": False}, {"gelu_prefetch": False},
+    *({"gelu_gemm": g, "gelu_prefetch": False, "fc2_weight_lo": lo}
+      for g in (GemmConfig(256, 128, 64, 8, 3), GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 256, 64, 8, 3),
+                GemmConfig(256, 128, 64, 8, 2), GemmConfig(128, 128, 64, 4, 3))
+      for lo in (True, False)),
+    *({"gelu_gemm": GemmConfig(256, 64, 64, 8, 3), "fc2_weight_lo": lo} for lo in (True, False)),
 ], "single": [
     {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, weight_gemm=GemmConfig(64, 128, 64, 4, 3))},

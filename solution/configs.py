@@ -61,6 +61,9 @@ class LaunchPlan:
     # passes the 99% rule with 2 of 2048 elements out). Off only to measure what it costs
     # (profile_stages.py --sweep precision); see README, Precision.
     fc2_weight_lo: bool = True
+    # Stage 2 loads fc1_output (its GELU epilogue's operand) before the GEMM loop, overlapping it
+    # with the MMAs at the cost of registers; off loads it after the loop.
+    gelu_prefetch: bool = True
 
 
 # H200 measurements behind each choice, cited beside it (results/*.json, written by
