@@ -110,12 +110,11 @@ def register_usage(compiled, target: Target) -> str:
 
 def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
     """(tokens, launch) of both paths, the single launch (few tokens) and one launch per stage, each
-    with a token count divisible by 16 and one not, and one token (Triton compiles a variant for each);
-    the single launch at its limit too (weight-gradient token splits, if the plan has them there)."""
+    with a token count divisible by 16 and one not, and one token (Triton compiles a variant for each)."""
     sizes = [256, 257, 1]
     if plan.single_launch is not None:
         limit = plan.single_launch.max_tokens
-        sizes = [min(256, limit), min(255, limit - 1), 1, limit, limit + 16 - limit % 16, limit + 1]
+        sizes = [min(256, limit), min(255, limit - 1), 1, limit + 16 - limit % 16, limit + 1]
     return [(tokens, launch) for tokens in sizes for launch in _launches(plan, tokens)]
 
 

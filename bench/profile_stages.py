@@ -57,8 +57,6 @@ SWEEPS = {"large": [
                 GemmConfig(256, 128, 64, 8, 2), GemmConfig(128, 128, 64, 4, 3))
       for lo in (True, False)),
     *({"gelu_gemm": GemmConfig(256, 64, 64, 8, 3), "fc2_weight_lo": lo} for lo in (True, False)),
-], "splits": [  # the one-launch path's weight-gradient tiles split into token ranges
-    {"single_launch": dataclasses.replace(_SINGLE, weight_splits=((1 << 62, s),))} for s in (1, 2, 4, 8)
 ], "single": [
     {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, weight_gemm=GemmConfig(64, 128, 64, 4, 3))},

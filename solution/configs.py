@@ -34,10 +34,6 @@ class SingleLaunchConfig:
     gelu_gemm: GemmConfig  # of these, only the block shapes apply
     input_gemm: GemmConfig
     weight_gemm: GemmConfig
-    # ((up to this many tokens, token ranges per weight-gradient tile), ...), ascending, ending at
-    # max_tokens: with a few thousand tokens each weight tile's loop over all of them is its phase's
-    # longest chain; split into ranges, the tile's last finisher adds their partial products.
-    weight_splits: tuple[tuple[int, int], ...] = ((1 << 62, 1),)
     phases: int = 3  # all three; fewer (0-2) only to time each phase (profile_stages.py --sweep phases)
 
     @property
@@ -45,15 +41,8 @@ class SingleLaunchConfig:
         return self.programs_per_sm[-1][0]
 
     def programs(self, tokens: int, multiprocessors: int) -> int:
-        return _by_tokens(self.programs_per_sm, tokens) * multiprocessors
-
-    def weight_splits_for(self, tokens: int) -> int:
-        return _by_tokens(self.weight_splits, tokens)
-
-
-def _by_tokens(table: tuple[tuple[int, int], ...], tokens: int) -> int:
-    """The value of the first (up to this many tokens, value) entry that covers `tokens`."""
-    return next(value for limit, value in table if tokens <= limit)
+        per_sm = next(p for limit, p in self.programs_per_sm if tokens <= limit)
+        return per_sm * multiprocessors
 
 
 @dataclass(frozen=True)

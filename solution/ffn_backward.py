@@ -36,7 +36,7 @@ from .gelu_backward_gemm import gelu_backward_gemm_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
 from .single_launch import ffn_backward_single_launch_kernel
-from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs, weight_grad_tiles
+from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
 
 
 INPUT_NAMES = (
@@ -98,21 +98,20 @@ class Workspace:
         )
 
 
-_SYNC_COUNTERS: dict = {}
+_BARRIER_COUNTERS: dict = {}
 
 
-def sync_counters(device: torch.device, count: int) -> torch.Tensor:
-    """At least `count` int32 counters for `device`: the grid barrier's two, then per-tile arrivals.
+def barrier_counters(device: torch.device) -> torch.Tensor:
+    """The grid barrier's two counters for `device`.
 
-    Allocated zeroed on the first call for the device (or when a call needs more of them: that call
-    alone also launches the fill) and left at zero or ready by every launch, so later calls launch no
-    memset. One set per device: calls on one device must not run concurrently on different streams
-    anyway, since two persistent grids that each want every SM could both be partly resident and
-    wait on each other forever.
+    Allocated zeroed on the first call for the device (that call alone also launches the fill) and
+    left ready by every barrier, so later calls launch no memset. One pair per device: calls on one
+    device must not run concurrently on different streams anyway, since two persistent grids that
+    each want every SM could both be partly resident and wait on each other forever.
     """
-    if device not in _SYNC_COUNTERS or _SYNC_COUNTERS[device].numel() < count:
-        _SYNC_COUNTERS[device] = torch.zeros(count, dtype=torch.int32, device=device)
-    return _SYNC_COUNTERS[device]
+    if device not in _BARRIER_COUNTERS:
+        _BARRIER_COUNTERS[device] = torch.zeros(2, dtype=torch.int32, device=device)
+    return _BARRIER_COUNTERS[device]
 
 
 def _gemm_meta(g: GemmConfig) -> dict:
@@ -131,18 +130,15 @@ def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan:
     programs = c.programs(M, multiprocessor_count(device)) if device.type == "cuda" else 1
     ws = Workspace.allocate(dims, programs, triton.cdiv(M, c.gelu_gemm.block_m))
     g2, g3, g4 = c.gelu_gemm, c.input_gemm, c.weight_gemm
-    splits = c.weight_splits_for(M)
-    weight_partials = torch.empty((2, splits, H * I) if splits > 1 else (1,), device=device)
-    weight_tiles = weight_grad_tiles(H, I, g4.block_m, g4.block_n)
     return [Launch(
         ffn_backward_single_launch_kernel, (programs,),
         (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.fc1_weight, x.fc2_weight,
          x.fc1_output, x.gelu_output,
          ws.grad_residual, ws.grad_residual_f16, ws.hidden_states_f16, ws.fc1_weight_f16, ws.fc2_weight_f16,
-         ws.grad_fc1_output, ws.gelu_output_f16, ws.ln_partials, ws.bias_partials, weight_partials,
+         ws.grad_fc1_output, ws.gelu_output_f16, ws.ln_partials, ws.bias_partials,
          y.grad_hidden_states, y.grad_fc1_weight, y.grad_fc1_bias, y.grad_fc2_weight, y.grad_fc2_bias,
          y.grad_ln_weight, y.grad_ln_bias,
-         sync_counters(device, 2 + 2 * weight_tiles), M, splits),
+         barrier_counters(device), M),
         dict(H=H, I=I, LN_BLOCK_M=plan.layernorm_block_m, CHUNK=plan.fp16_chunk,
              GELU_BLOCK_M=g2.block_m, GELU_BLOCK_N=g2.block_n, GELU_BLOCK_K=g2.block_k,
              INPUT_BLOCK_M=g3.block_m, INPUT_BLOCK_N=g3.block_n, INPUT_BLOCK_K=g3.block_k,

@@ -37,12 +37,10 @@ def ffn_backward_single_launch_kernel(
     gelu_output,  # inputs, as in the multi-launch stages
     grad_residual, grad_residual_f16, hidden_states_f16, fc1_weight_f16, fc2_weight_f16, grad_fc1_output,
     gelu_output_f16, ln_partials, bias_partials,  # workspaces; ln_partials has one row per program
-    weight_partials,  # (2, weight_splits, H * I) fp32 workspace, for weight_splits > 1
     grad_hidden_states, grad_fc1_weight, grad_fc1_bias, grad_fc2_weight, grad_fc2_bias, grad_ln_weight,
     grad_ln_bias,  # outputs
-    sync,  # (2 + 2 * weight tiles,) int32: grid-barrier counters, then the weight tiles' arrival counters
+    sync,  # (2,) int32 grid-barrier counters
     M,
-    weight_splits,  # token ranges of each weight-gradient tile (weight_grad_gemm._token_contraction)
     H: tl.constexpr,
     I: tl.constexpr,
     LN_BLOCK_M: tl.constexpr,
@@ -83,13 +81,12 @@ def ffn_backward_single_launch_kernel(
     # Phase 2: grad_fc2_weight = grad_residual^T @ gelu_output, then
     # grad_fc1_output = (grad_residual @ fc2_weight) * gelu'(fc1_output).
     gelu_tiles_n: tl.constexpr = I // GELU_BLOCK_N
-    weight_items = weight_tiles * weight_splits
-    for tile in range(pid, weight_items + tl.cdiv(M, GELU_BLOCK_M) * gelu_tiles_n, num_programs):
-        if tile < weight_items:
-            fc2_weight_grad_tile(tile, weight_splits, grad_residual_f16, gelu_output_f16, grad_fc2_weight,
-                                 weight_partials, sync + 2, M, H, I, WEIGHT_BLOCK_P, WEIGHT_BLOCK_Q, WEIGHT_BLOCK_K)
+    for tile in range(pid, weight_tiles + tl.cdiv(M, GELU_BLOCK_M) * gelu_tiles_n, num_programs):
+        if tile < weight_tiles:
+            fc2_weight_grad_tile(tile, grad_residual_f16, gelu_output_f16, grad_fc2_weight, M, H, I,
+                                 WEIGHT_BLOCK_P, WEIGHT_BLOCK_Q, WEIGHT_BLOCK_K)
         else:
-            gelu_tile = tile - weight_items
+            gelu_tile = tile - weight_tiles
             gelu_backward_tile(gelu_tile // gelu_tiles_n, gelu_tile % gelu_tiles_n, grad_residual_f16,
                                fc2_weight_f16, fc1_output, grad_fc1_output, bias_partials,
                                M, H, I, GELU_BLOCK_M, GELU_BLOCK_N, GELU_BLOCK_K, FC2_WEIGHT_LO, True)
@@ -100,16 +97,15 @@ def ffn_backward_single_launch_kernel(
     # Phase 3: grad_hidden_states tiles, grad_fc1_weight tiles, column sums.
     input_tiles_n: tl.constexpr = H // INPUT_BLOCK_N
     input_tiles = tl.cdiv(M, INPUT_BLOCK_M) * input_tiles_n
-    for tile in range(pid, input_tiles + weight_items + column_sum_chunks(H, I), num_programs):
+    for tile in range(pid, input_tiles + weight_tiles + column_sum_chunks(H, I), num_programs):
         if tile < input_tiles:
             input_grad_tile(tile // input_tiles_n, tile % input_tiles_n, grad_fc1_output, fc1_weight_f16,
                             grad_residual, grad_hidden_states, M, H, I, INPUT_BLOCK_M, INPUT_BLOCK_N,
                             INPUT_BLOCK_K)
-        elif tile < input_tiles + weight_items:
-            fc1_weight_grad_tile(tile - input_tiles, weight_splits, grad_fc1_output, hidden_states_f16,
-                                 grad_fc1_weight, weight_partials + weight_splits * H * I, sync + 2 + weight_tiles,
-                                 M, H, I, WEIGHT_BLOCK_P, WEIGHT_BLOCK_Q, WEIGHT_BLOCK_K)
+        elif tile < input_tiles + weight_tiles:
+            fc1_weight_grad_tile(tile - input_tiles, grad_fc1_output, hidden_states_f16, grad_fc1_weight, M, H, I,
+                                 WEIGHT_BLOCK_P, WEIGHT_BLOCK_Q, WEIGHT_BLOCK_K)
         else:
-            column_sums_chunk(tile - input_tiles - weight_items, ln_partials, num_programs, bias_partials,
+            column_sums_chunk(tile - input_tiles - weight_tiles, ln_partials, num_programs, bias_partials,
                               tl.cdiv(M, GELU_BLOCK_M), grad_ln_weight, grad_ln_bias, grad_fc2_bias,
                               grad_fc1_bias, H, I, SUM_BLOCK_R)

@@ -8,9 +8,7 @@ programs [0, T) own the tiles of grad_fc2_weight, [T, 2T) those of grad_fc1_weig
 H x I elements, so T tiles each), and the last ones each sum one H-wide column chunk: grad_ln_weight,
 grad_ln_bias, grad_fc2_bias (from the LayerNorm partials), then the I / H chunks of grad_fc1_bias.
 Every tile loops over all tokens in a fixed order, so the result is deterministic. The one-launch
-path (single_launch.py) calls the same three tile functions from its phases; there, with a few
-thousand tokens, the 64 tiles of each weight are the longest chains of their phase, so it may split
-each tile's tokens into ranges whose partial products the tile's last finisher adds in order.
+path (single_launch.py) calls the same three tile functions from its phases.
 """
 
 import triton
@@ -22,48 +20,25 @@ def _token_contraction(
     x,  # (M, P) fp16
     y,  # (M, Q) fp16
     out,  # out (P, Q) fp32: out = x^T @ y
-    partials,  # (splits, P, Q) fp32 workspace, for splits > 1
-    arrivals,  # (tiles,) int32, zero on entry and left zero: per-tile arrival counters, for splits > 1
-    item,  # tile * splits + split
-    splits,  # token ranges per tile
     M,
     P: tl.constexpr,
     Q: tl.constexpr,
+    tile_p,
+    tile_q,
     BLOCK_P: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
-    """One output tile of x^T @ y, or its sum over one of `splits` token ranges.
-
-    With splits > 1 each item stores its partial product; the item that finishes a tile last (its
-    arrival counter) adds the partials in split order: deterministic, without a grid barrier.
-    """
-    tile = item // splits
-    split = item % splits
-    ps = (tile // (Q // BLOCK_Q)) * BLOCK_P + tl.arange(0, BLOCK_P)
-    qs = (tile % (Q // BLOCK_Q)) * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    span = tl.cdiv(tl.cdiv(M, splits), BLOCK_K) * BLOCK_K  # tokens per split, whole K blocks
+    ps = tile_p * BLOCK_P + tl.arange(0, BLOCK_P)
+    qs = tile_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
     acc = tl.zeros([BLOCK_P, BLOCK_Q], dtype=tl.float32)
-    for k in range(split * span, tl.minimum(M, (split + 1) * span), BLOCK_K):
+    for k in range(0, M, BLOCK_K):
         ms = k + tl.arange(0, BLOCK_K).to(tl.int64)
         m_ok = ms < M
         xt = tl.load(x + ms[:, None] * P + ps[None, :], mask=m_ok[:, None], other=0.0)
         yt = tl.load(y + ms[:, None] * Q + qs[None, :], mask=m_ok[:, None], other=0.0)
         acc = tl.dot(tl.trans(xt.to(tl.float16)), yt.to(tl.float16), acc)
-    offsets = ps[:, None] * Q + qs[None, :]
-    if splits == 1:
-        tl.store(out + offsets, acc)
-    else:
-        tl.store(partials + split * (P * Q) + offsets, acc)
-        tl.debug_barrier()  # every thread's partial stores before the release below
-        if tl.atomic_add(arrivals + tile, 1, sem="acq_rel", scope="gpu") == splits - 1:
-            # the tile's last split: the other partials are visible (acquire)
-            tl.atomic_xchg(arrivals + tile, 0, sem="relaxed", scope="gpu")  # ready for the next call
-            tl.debug_barrier()
-            total = tl.zeros([BLOCK_P, BLOCK_Q], dtype=tl.float32)
-            for s in range(splits):  # fixed order: deterministic
-                total += tl.load(partials + s * (P * Q) + offsets, cache_modifier=".cg")  # from L2
-            tl.store(out + offsets, total)
+    tl.store(out + ps[:, None] * Q + qs[None, :], acc)
 
 
 @triton.jit
@@ -86,13 +61,10 @@ def _column_sum(
 
 @triton.jit
 def fc2_weight_grad_tile(
-    item,  # in [0, weight_grad_tiles * splits): tile item // splits, token range item % splits
-    splits,
+    tile,  # in [0, (H // BLOCK_P) * (I // BLOCK_Q))
     grad_residual,  # (M, H) fp16
     gelu_output,  # (M, I) fp16 (stage 1's copy)
     grad_fc2_weight,  # out (H, I) fp32
-    partials,  # (splits, H, I) fp32, for splits > 1
-    arrivals,  # (weight_grad_tiles,) int32 zeros, for splits > 1
     M,
     H: tl.constexpr,
     I: tl.constexpr,
@@ -100,19 +72,16 @@ def fc2_weight_grad_tile(
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
-    _token_contraction(grad_residual, gelu_output, grad_fc2_weight, partials, arrivals, item, splits, M, H, I,
-                       BLOCK_P, BLOCK_Q, BLOCK_K)
+    _token_contraction(grad_residual, gelu_output, grad_fc2_weight, M, H, I,
+                       tile // (I // BLOCK_Q), tile % (I // BLOCK_Q), BLOCK_P, BLOCK_Q, BLOCK_K)
 
 
 @triton.jit
 def fc1_weight_grad_tile(
-    item,  # in [0, weight_grad_tiles * splits): tile item // splits, token range item % splits
-    splits,
+    tile,  # in [0, (I // BLOCK_P) * (H // BLOCK_Q))
     grad_fc1_output,  # (M, I) fp16
     hidden_states,  # (M, H) fp16
     grad_fc1_weight,  # out (I, H) fp32
-    partials,  # (splits, I, H) fp32, for splits > 1
-    arrivals,  # (weight_grad_tiles,) int32 zeros, for splits > 1
     M,
     H: tl.constexpr,
     I: tl.constexpr,
@@ -120,8 +89,8 @@ def fc1_weight_grad_tile(
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
-    _token_contraction(grad_fc1_output, hidden_states, grad_fc1_weight, partials, arrivals, item, splits, M, I, H,
-                       BLOCK_P, BLOCK_Q, BLOCK_K)
+    _token_contraction(grad_fc1_output, hidden_states, grad_fc1_weight, M, I, H,
+                       tile // (H // BLOCK_Q), tile % (H // BLOCK_Q), BLOCK_P, BLOCK_Q, BLOCK_K)
 
 
 @triton.jit
@@ -166,12 +135,10 @@ def weight_grad_kernel(
 ):
     pid = tl.program_id(0)
     fc2_tiles: tl.constexpr = weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q)
-    # one token range per tile: no partials
     if pid < fc2_tiles:
-        fc2_weight_grad_tile(pid, 1, grad_residual, gelu_output, grad_fc2_weight, None, None, M, H, I,
-                             BLOCK_P, BLOCK_Q, BLOCK_K)
+        fc2_weight_grad_tile(pid, grad_residual, gelu_output, grad_fc2_weight, M, H, I, BLOCK_P, BLOCK_Q, BLOCK_K)
     elif pid < 2 * fc2_tiles:
-        fc1_weight_grad_tile(pid - fc2_tiles, 1, grad_fc1_output, hidden_states, grad_fc1_weight, None, None, M, H, I,
+        fc1_weight_grad_tile(pid - fc2_tiles, grad_fc1_output, hidden_states, grad_fc1_weight, M, H, I,
                              BLOCK_P, BLOCK_Q, BLOCK_K)
     else:
         column_sums_chunk(pid - 2 * fc2_tiles, ln_partials, num_ln_partials, bias_partials, num_bias_partials,
