@@ -57,15 +57,6 @@ SWEEPS = {"large": [
                 GemmConfig(256, 128, 64, 8, 2), GemmConfig(128, 128, 64, 4, 3))
       for lo in (True, False)),
     *({"gelu_gemm": GemmConfig(256, 64, 64, 8, 3), "fc2_weight_lo": lo} for lo in (True, False)),
-], "round": [  # the one-launch path's GEMM tiles rounding the fp32 operands themselves, and no fc2 lo
-    {"single_launch": dataclasses.replace(_SINGLE, round_in_tiles_up_to=1 << 62)},
-    {"fc2_weight_lo": False},
-    {"single_launch": dataclasses.replace(_SINGLE, round_in_tiles_up_to=1 << 62), "fc2_weight_lo": False},
-], "stage2": [  # stage 2 without fc2_weight's remainder: tile shape and pipeline depth
-    {"fc2_weight_lo": False, "gelu_gemm": g} for g in (
-        GemmConfig(128, 64, 64, 4, 3), GemmConfig(128, 64, 128, 4, 2), GemmConfig(128, 64, 32, 4, 4),
-        GemmConfig(64, 128, 64, 4, 3), GemmConfig(128, 64, 64, 4, 2), GemmConfig(256, 64, 64, 8, 3),
-        GemmConfig(128, 128, 64, 8, 3), GemmConfig(64, 64, 64, 4, 3), GemmConfig(128, 64, 64, 8, 3))
 ], "single": [
     {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, weight_gemm=GemmConfig(64, 128, 64, 4, 3))},

@@ -34,9 +34,6 @@ class SingleLaunchConfig:
     gelu_gemm: GemmConfig  # of these, only the block shapes apply
     input_gemm: GemmConfig
     weight_gemm: GemmConfig
-    # Up to this many tokens the GEMM tiles round the fp32 weights and gelu_output to fp16 as they
-    # load them, instead of phase 1 writing fp16 copies for them (0: never).
-    round_in_tiles_up_to: int = 0
     phases: int = 3  # all three; fewer (0-2) only to time each phase (profile_stages.py --sweep phases)
 
     @property

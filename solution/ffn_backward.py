@@ -143,8 +143,7 @@ def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan:
              GELU_BLOCK_M=g2.block_m, GELU_BLOCK_N=g2.block_n, GELU_BLOCK_K=g2.block_k,
              INPUT_BLOCK_M=g3.block_m, INPUT_BLOCK_N=g3.block_n, INPUT_BLOCK_K=g3.block_k,
              WEIGHT_BLOCK_P=g4.block_m, WEIGHT_BLOCK_Q=g4.block_n, WEIGHT_BLOCK_K=g4.block_k,
-             SUM_BLOCK_R=plan.sum_block_r, FC2_WEIGHT_LO=plan.fc2_weight_lo,
-             ROUND_IN_TILES=M <= c.round_in_tiles_up_to, PHASES=c.phases),
+             SUM_BLOCK_R=plan.sum_block_r, FC2_WEIGHT_LO=plan.fc2_weight_lo, PHASES=c.phases),
         dict(num_warps=c.num_warps, num_stages=c.num_stages),
     )]
 

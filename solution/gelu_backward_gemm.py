@@ -21,7 +21,7 @@ def gelu_backward_tile(
     tile_m,
     tile_n,
     grad_residual,  # (M, H) fp16
-    fc2_weight,  # (2, H, I) fp16: stage 1's hi and lo parts; or the (H, I) fp32 input, rounded here
+    fc2_weight,  # (2, H, I) fp16: hi and lo parts
     fc1_output,  # (M, I) fp32
     grad_fc1_output,  # out (M, I) fp16
     bias_partials,  # out (cdiv(M, BLOCK_M), I) fp32
@@ -49,15 +49,9 @@ def gelu_backward_tile(
         ks = k + tl.arange(0, BLOCK_K)
         a = tl.load(grad_residual + rows[:, None] * H + ks[None, :], mask=row_ok[:, None], other=0.0)
         b_offsets = ks[:, None] * I + cols[None, :]
-        w = tl.load(fc2_weight + b_offsets)
-        hi = w.to(tl.float16)
-        acc = tl.dot(a, hi, acc)
+        acc = tl.dot(a, tl.load(fc2_weight + b_offsets), acc)
         if FC2_WEIGHT_LO:
-            if fc2_weight.dtype.element_ty == tl.float32:
-                lo = (w - hi.to(tl.float32)).to(tl.float16)
-            else:
-                lo = tl.load(fc2_weight + H * I + b_offsets)
-            acc = tl.dot(a, lo, acc)
+            acc = tl.dot(a, tl.load(fc2_weight + H * I + b_offsets), acc)
 
     if not PREFETCH:
         x = tl.load(fc1_output + offsets, mask=row_ok[:, None], other=0.0)

@@ -14,7 +14,7 @@ def input_grad_tile(
     tile_m,
     tile_n,
     grad_fc1_output,  # (M, I) fp16
-    fc1_weight,  # (I, H) fp16 (stage 1's copy), or the fp32 input, rounded here
+    fc1_weight,  # (I, H) fp16
     grad_residual,  # (M, H) fp32
     grad_hidden_states,  # out (M, H) fp32
     M,
@@ -32,7 +32,7 @@ def input_grad_tile(
     for k in range(0, I, BLOCK_K):
         ks = k + tl.arange(0, BLOCK_K)
         a = tl.load(grad_fc1_output + rows[:, None] * I + ks[None, :], mask=row_ok[:, None], other=0.0)
-        b = tl.load(fc1_weight + ks[:, None] * H + cols[None, :]).to(tl.float16)
+        b = tl.load(fc1_weight + ks[:, None] * H + cols[None, :])
         acc = tl.dot(a, b, acc)
 
     offsets = rows[:, None] * H + cols[None, :]

@@ -7,8 +7,7 @@ program loops over that phase's tiles with a stride of the grid size:
 
     phase 1: LayerNorm-backward rows (+ fp16 copies of grad_residual and hidden_states), then
              the fp16 rounding of both weights and gelu_output in flat chunks, spread over all
-             programs (or, with the fewest tokens, no rounding here: the GEMM tiles round the
-             fp32 operands as they load them)                      [layernorm_backward.py]
+             programs                                               [layernorm_backward.py]
     phase 2: grad_fc2_weight tiles (they need only phase 1's output; first, since each loops over
              all tokens), then grad_fc1_output tiles (FC2 backward, GELU derivative, FC1-bias
              partial sums)                                          [weight_grad_gemm.py,
@@ -57,7 +56,6 @@ def ffn_backward_single_launch_kernel(
     WEIGHT_BLOCK_K: tl.constexpr,
     SUM_BLOCK_R: tl.constexpr,
     FC2_WEIGHT_LO: tl.constexpr,  # configs.LaunchPlan.fc2_weight_lo
-    ROUND_IN_TILES: tl.constexpr,  # the tiles round the fp32 weights and gelu_output (no fp16 copies)
     PHASES: tl.constexpr,  # 3; fewer only to time the phases (the later ones are then skipped)
 ):
     pid = tl.program_id(0)
@@ -73,14 +71,9 @@ def ffn_backward_single_launch_kernel(
     # the fp16 chunks (as many as layernorm_backward.fp16_chunks counts on the host; M <= max_tokens
     # here, so M * I fits in 32 bits) from the last program down, so that the row programs (the
     # first ones) get fewer
-    if ROUND_IN_TILES:  # the GEMM tiles below read the fp32 inputs and round them
-        fc1_weight_f16 = fc1_weight
-        fc2_weight_f16 = fc2_weight
-        gelu_output_f16 = gelu_output
-    else:
-        for chunk in range(num_programs - 1 - pid, H * I // CHUNK + tl.cdiv(M * I, CHUNK), num_programs):
-            round_to_fp16_chunk(chunk, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
-                                gelu_output_f16, M, H, I, CHUNK)
+    for chunk in range(num_programs - 1 - pid, H * I // CHUNK + tl.cdiv(M * I, CHUNK), num_programs):
+        round_to_fp16_chunk(chunk, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
+                            gelu_output_f16, M, H, I, CHUNK)
     grid_barrier(sync, num_programs)
     if PHASES < 2:
         return

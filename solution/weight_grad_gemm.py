@@ -17,8 +17,8 @@ import triton.language as tl
 
 @triton.jit
 def _token_contraction(
-    x,  # (M, P) fp16 (or fp32, rounded here)
-    y,  # (M, Q) fp16 (or fp32, rounded here)
+    x,  # (M, P) fp16
+    y,  # (M, Q) fp16
     out,  # out (P, Q) fp32: out = x^T @ y
     M,
     P: tl.constexpr,
@@ -63,7 +63,7 @@ def _column_sum(
 def fc2_weight_grad_tile(
     tile,  # in [0, (H // BLOCK_P) * (I // BLOCK_Q))
     grad_residual,  # (M, H) fp16
-    gelu_output,  # (M, I) fp16 (stage 1's copy), or the fp32 input, rounded here
+    gelu_output,  # (M, I) fp16 (stage 1's copy)
     grad_fc2_weight,  # out (H, I) fp32
     M,
     H: tl.constexpr,

@@ -99,20 +99,6 @@ def test_stage_2_without_fc2_weight_lo(device, nan_outputs, outputs_pass, monkey
         outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
-@pytest.mark.parametrize("fc2_weight_lo", [True, False])
-def test_tiles_rounding_fp32_operands(fc2_weight_lo, device, nan_outputs, outputs_pass, monkeypatch):
-    """The one-launch path with its GEMM tiles rounding the fp32 weights and gelu_output themselves
-    (and computing fc2_weight's remainder, with the lo part on)."""
-    arch = configs.architecture(device)
-    single = dataclasses.replace(configs.PLANS[arch].single_launch, round_in_tiles_up_to=1 << 62)
-    plan = dataclasses.replace(configs.PLANS[arch], single_launch=single, fc2_weight_lo=fc2_weight_lo)
-    monkeypatch.setitem(configs.PLANS, arch, plan)
-    inputs = draw(2, 37, device, seed=600)
-    outputs = nan_outputs(2, 37, device)
-    call(inputs, outputs)
-    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
-
-
 def test_plans_run_every_phase():
     """`phases` below 3 leaves outputs unwritten: it exists only for profile_stages' breakdown."""
     for arch, plan in configs.PLANS.items():
