@@ -43,20 +43,26 @@ SWEEPS = {"large": [
  ], "limit": [  # the one-launch path against four launches, near SingleLaunchConfig.max_tokens
     {"single_launch": None},
 ], "precision": [  # what multiplying by fc2_weight's fp16 remainder costs (accuracy: README)
-    {"fc2_weight_lo": False},
+    {"fc2_weight_lo": True},
 ], "phases": [  # the one-launch path's time per phase: drop the later phases
     {"single_launch": dataclasses.replace(_SINGLE, phases=p)} for p in (0, 1, 2)
 ], "tiles": [  # the multi-launch stages' tiles, stage 2 first
     {"gelu_gemm": GemmConfig(128, 64, 64, 4, 2)}, {"gelu_gemm": GemmConfig(128, 64, 64, 4, 4)},
     {"gelu_gemm": GemmConfig(128, 64, 32, 4, 4)}, {"gelu_gemm": GemmConfig(256, 64, 64, 8, 3)},
     {"input_gemm": GemmConfig(128, 64, 64, 4, 3)}, {"weight_gemm": GemmConfig(128, 128, 64, 8, 3)},
-], "gelu": [  # stage 2: tile shape against L2 traffic, fc1_output loaded before or after the GEMM loop
-    {"fc2_weight_lo": False}, {"gelu_prefetch": False},
-    *({"gelu_gemm": g, "gelu_prefetch": False, "fc2_weight_lo": lo}
-      for g in (GemmConfig(256, 128, 64, 8, 3), GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 256, 64, 8, 3),
-                GemmConfig(256, 128, 64, 8, 2), GemmConfig(128, 128, 64, 4, 3))
-      for lo in (True, False)),
-    *({"gelu_gemm": GemmConfig(256, 64, 64, 8, 3), "fc2_weight_lo": lo} for lo in (True, False)),
+], "gelu": [  # stage 2 (with fc2_weight's remainder): larger tiles
+    *({"gelu_gemm": g, "fc2_weight_lo": lo}
+      for g in (GemmConfig(256, 64, 64, 8, 3), GemmConfig(128, 128, 64, 8, 3)) for lo in (True, False)),
+], "stage2": [  # stage 2 without fc2_weight's remainder: tile shape and pipeline depth
+    {"gelu_gemm": g} for g in (
+        GemmConfig(128, 64, 64, 4, 3), GemmConfig(64, 128, 64, 4, 4), GemmConfig(64, 128, 32, 4, 4),
+        GemmConfig(64, 256, 64, 8, 3), GemmConfig(64, 128, 64, 4, 2), GemmConfig(64, 64, 64, 4, 4),
+        GemmConfig(64, 128, 64, 8, 3))
+], "single_lo_off": [  # the one launch near its limit, without fc2_weight's remainder
+    {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
+    {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
+    {"single_launch": dataclasses.replace(_SINGLE, input_gemm=GemmConfig(64, 128, 64, 4, 3))},
+    {"single_launch": None},
 ], "single": [
     {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, weight_gemm=GemmConfig(64, 128, 64, 4, 3))},

@@ -32,7 +32,6 @@ def gelu_backward_tile(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     FC2_WEIGHT_LO: tl.constexpr,  # also multiply by fc2_weight's lo part (configs.LaunchPlan.fc2_weight_lo)
-    PREFETCH: tl.constexpr,  # load fc1_output before the GEMM loop (configs.LaunchPlan.gelu_prefetch)
 ):
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -41,8 +40,7 @@ def gelu_backward_tile(
     # The elementwise operand does not depend on the GEMM: issue its load first, so that its memory
     # traffic overlaps the MMAs instead of following them.
     offsets = rows[:, None] * I + cols[None, :]
-    if PREFETCH:
-        x = tl.load(fc1_output + offsets, mask=row_ok[:, None], other=0.0)
+    x = tl.load(fc1_output + offsets, mask=row_ok[:, None], other=0.0)
 
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k in range(0, H, BLOCK_K):
@@ -53,8 +51,6 @@ def gelu_backward_tile(
         if FC2_WEIGHT_LO:
             acc = tl.dot(a, tl.load(fc2_weight + H * I + b_offsets), acc)
 
-    if not PREFETCH:
-        x = tl.load(fc1_output + offsets, mask=row_ok[:, None], other=0.0)
     d = acc * gelu_tanh_grad(x)  # zero on masked rows, since acc is
     tl.store(grad_fc1_output + offsets, d.to(tl.float16), mask=row_ok[:, None])
     tl.store(bias_partials + tile_m * I + cols, tl.sum(d, axis=0))
@@ -71,8 +67,7 @@ def gelu_backward_gemm_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     FC2_WEIGHT_LO: tl.constexpr,
-    PREFETCH: tl.constexpr,
 ):
     tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), I // BLOCK_N, GROUP_M)
     gelu_backward_tile(tile_m, tile_n, grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials,
-                       M, H, I, BLOCK_M, BLOCK_N, BLOCK_K, FC2_WEIGHT_LO, PREFETCH)
+                       M, H, I, BLOCK_M, BLOCK_N, BLOCK_K, FC2_WEIGHT_LO)

@@ -89,7 +89,7 @@ def ffn_backward_single_launch_kernel(
             gelu_tile = tile - weight_tiles
             gelu_backward_tile(gelu_tile // gelu_tiles_n, gelu_tile % gelu_tiles_n, grad_residual_f16,
                                fc2_weight_f16, fc1_output, grad_fc1_output, bias_partials,
-                               M, H, I, GELU_BLOCK_M, GELU_BLOCK_N, GELU_BLOCK_K, FC2_WEIGHT_LO, True)
+                               M, H, I, GELU_BLOCK_M, GELU_BLOCK_N, GELU_BLOCK_K, FC2_WEIGHT_LO)
     grid_barrier(sync, num_programs)
     if PHASES < 3:
         return

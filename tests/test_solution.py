@@ -87,11 +87,11 @@ def test_one_launch_per_stage_path(batch_size, seq_len, device, nan_outputs, out
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
-def test_stage_2_without_fc2_weight_lo(device, nan_outputs, outputs_pass, monkeypatch):
-    """The measurement variant without fc2_weight's fp16 remainder, on both paths."""
+def test_stage_2_with_fc2_weight_lo(device, nan_outputs, outputs_pass, monkeypatch):
+    """The option of multiplying by fc2_weight's fp16 remainder too (hi + lo), on both paths."""
     arch = configs.architecture(device)
     for single_launch in (configs.PLANS[arch].single_launch, None):
-        plan = dataclasses.replace(configs.PLANS[arch], fc2_weight_lo=False, single_launch=single_launch)
+        plan = dataclasses.replace(configs.PLANS[arch], fc2_weight_lo=True, single_launch=single_launch)
         monkeypatch.setitem(configs.PLANS, arch, plan)
         inputs = draw(2, 37, device, seed=400)
         outputs = nan_outputs(2, 37, device)
