@@ -73,9 +73,10 @@ _HOPPER = LaunchPlan(
     # 1069 at M=131072, results/stages_120d9f6.json; the copy was then in stage 2's epilogue, where
     # it cost stage 2 as much as it now costs stage 1: results/gelu_590a2c0.json, PERFORMANCE.md v6)
     fp16_chunk=8192,
-    # fp16 operands (hi only): 1138 us vs 1305 (128x64x64), 1152 (64x64x64), 1177 (128x64x64,
-    # 8 warps), 1249-1437 (others) at M=131072; 163 vs 184 us at 17312 (results/stage2_fa5854d.json)
-    gelu_gemm=GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3),
+    # fp16 operands (hi only): 1123 us vs 1130 (3 stages), 1287 (128x64x64), 1148-1448 (other
+    # shapes, warps, stages) at M=131072; 158 vs 163 (3 stages) and 185 (128x64x64) us at 17312
+    # (results/stage2_ae1f721.json, stage2_fa5854d.json)
+    gelu_gemm=GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4),
     input_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4),  # 550 us vs 730
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),  # 820 us vs 1073
     sum_block_r=32,
