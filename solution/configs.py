@@ -86,14 +86,16 @@ _HOPPER = LaunchPlan(
     # the bound (results/verify_lo_off_897e45f.json)
     fc2_weight_lo=False,
     single_launch=SingleLaunchConfig(
-        # one launch vs four (official timer): 128 tokens 31.4 vs 163.9 us (results/small_6760538.json),
-        # 2984: 150.0 vs 168.6, 3602: 179.4 vs 137.5 (profile_stages, results/limit_8783859.json), but
-        # in the evaluator four launches took 156.9 us at 3092 and 193.0 at 3602
-        # (results/eval_911783b_thread_artifact.json): their launch gaps vary from run to run, one
-        # launch has none. So one launch up to 4096 (no workload between 3602 and 6824 tokens).
+        # one launch vs four (official timer): 128 tokens 31.4 vs 163.9 us (results/small_6760538.json).
+        # Four launches from 2984 tokens: the evaluator without baselines, the same three workloads
+        # twice each: 2984 tokens 108.1 / 110.0 us vs one launch 140.2 / 140.1, 3092: 110.2 / 114.8
+        # vs 146.8 / 146.6, 3602: 125.1 / 146.6 vs 167.6 / 167.4 (results/ab_four_*_5389b55.json;
+        # the one-launch runs match results/eval_5389b55.json). An earlier evaluator run with the
+        # baselines in the process had measured four launches slower there (their launch gaps grew).
+        # No workload lies between 1163 and 2984 tokens.
         # Programs per SM: 128 tokens 31.0 (one) vs 32.4 us (two); 1163: 91.0 vs 71.5
         # (results/small_b201599.json).
-        programs_per_sm=((1024, 1), (4096, 2)),
+        programs_per_sm=((1024, 1), (2048, 2)),
         num_warps=4,
         num_stages=3,
         gelu_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
