@@ -87,12 +87,12 @@ _HOPPER = LaunchPlan(
     fc2_weight_lo=False,
     single_launch=SingleLaunchConfig(
         # one launch vs four (official timer): 128 tokens 31.4 vs 163.9 us (results/small_6760538.json).
-        # Four launches from 2984 tokens: the evaluator without baselines, the same three workloads
-        # twice each: 2984 tokens 108.1 / 110.0 us vs one launch 140.2 / 140.1, 3092: 110.2 / 114.8
-        # vs 146.8 / 146.6, 3602: 125.1 / 146.6 vs 167.6 / 167.4 (results/ab_four_*_5389b55.json;
-        # the one-launch runs match results/eval_5389b55.json). An earlier evaluator run with the
-        # baselines in the process had measured four launches slower there (their launch gaps grew).
-        # No workload lies between 1163 and 2984 tokens.
+        # Four launches from 2984 tokens, in the evaluator without baselines (two runs each):
+        # 2984 tokens 108.1 / 110.0 us, 3092: 110.2 / 114.8, 3602: 125.1 / 146.6
+        # (results/ab_four_*_5389b55.json), against one launch at 138.4 / 146.5 / 167.2
+        # (results/eval_5389b55.json). An earlier evaluator run with the baselines in the process
+        # had measured four launches slower there (their launch gaps grew). No workload lies
+        # between 1163 and 2984 tokens.
         # Programs per SM: 128 tokens 31.0 (one) vs 32.4 us (two); 1163: 91.0 vs 71.5
         # (results/small_b201599.json).
         programs_per_sm=((1024, 1), (2048, 2)),
