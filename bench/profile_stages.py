@@ -58,7 +58,7 @@ SWEEPS = {"large": [
         GemmConfig(128, 64, 64, 4, 3), GemmConfig(64, 128, 64, 4, 4), GemmConfig(64, 128, 32, 4, 4),
         GemmConfig(64, 256, 64, 8, 3), GemmConfig(64, 128, 64, 4, 2), GemmConfig(64, 64, 64, 4, 4),
         GemmConfig(64, 128, 64, 8, 3))
-], "single_lo_off": [  # the one launch near its limit, without fc2_weight's remainder
+], "near_limit": [  # the one launch's tiles and programs per SM near its limit, and four launches
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
     {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
     {"single_launch": dataclasses.replace(_SINGLE, input_gemm=GemmConfig(64, 128, 64, 4, 3))},

@@ -72,7 +72,7 @@ class Workspace:
     grad_residual_f16: torch.Tensor  # (M, H) fp16
     hidden_states_f16: torch.Tensor  # (M, H) fp16
     fc1_weight_f16: torch.Tensor  # (I, H) fp16
-    fc2_weight_f16: torch.Tensor  # (2, H, I) fp16: hi and lo parts
+    fc2_weight_f16: torch.Tensor  # (2, H, I) fp16: hi and lo parts (lo used if plan.fc2_weight_lo)
     grad_fc1_output: torch.Tensor  # (M, I) fp16
     gelu_output_f16: torch.Tensor  # (M, I) fp16
     ln_partials: torch.Tensor  # (programs, 3, H) fp32

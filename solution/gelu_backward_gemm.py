@@ -4,8 +4,9 @@
     grad_fc1_output = grad_gelu * gelu'(fc1_output)           elementwise, fp32
     grad_fc1_bias   = sum_m grad_fc1_output                    (partial sums per row-block)
 
-GEMM operands are fp16 (rounded by stage 1; fc2_weight as hi + lo, two MMAs) with fp32 accumulation (see README: fp16 operands pass
-042's tolerance, bf16 and Triton's default TF32 truncation do not). `grad_fc1_output` is stored in
+GEMM operands are fp16 (rounded by stage 1; optionally fc2_weight's remainder as a second MMA) with
+fp32 accumulation (see README: fp16 operands pass 042's tolerance, bf16 and Triton's default TF32
+truncation do not). `grad_fc1_output` is stored in
 fp16 because its only later uses are as a GEMM operand; the bias sums use the fp32 values.
 """
 

@@ -18,9 +18,10 @@ operands: `hidden_states` (row programs, alongside the LayerNorm rows), then bot
 `gelu_output` as flat chunks of BLOCK elements (the programs after the row programs, one chunk
 each; the one-launch path spreads them over all its programs). Copying `gelu_output` in this
 streaming pass keeps its 8 KB a token of fp32 reads out of stage 2's GEMM epilogue. `fc2_weight`
-is split into two fp16 parts, hi + lo: stage 2 multiplies by both, which removes fc2_weight's
-rounding error from grad_fc1_output and so halves the error variance of grad_fc1_bias, the output
-closest to its tolerance (a sum over all tokens of grad_fc1_output).
+is split into two fp16 parts, hi + lo. Stage 2 multiplies by lo too only if the plan asks
+(configs.LaunchPlan.fc2_weight_lo, off by default). That removes fc2_weight's rounding error from
+grad_fc1_output, and so from grad_fc1_bias (a sum of grad_fc1_output over all tokens), the output
+closest to its tolerance. The lo part is written either way (2 MB).
 """
 
 import triton
