@@ -19,7 +19,9 @@ from solution.ffn_backward import run as solution_run
 # official tolerance (B1xS131's: atol 0.028, rtol 1e-3, 99 % matched; the smallest workload, B1xS128,
 # has atol 0.039). The GEMMs take fp16 operands with fp32 accumulation: the reductions over H and I are
 # those of every workload, and those over tokens (<= 130 here) no longer than the two smallest workloads'.
-# Measured margin: worst |err| / (atol + rtol |ref|) <= 0.85 (grad_fc1_bias at 130 tokens).
+# Measured margin with the default plan (fc2_weight hi only), interpreter, these draws: worst
+# |err| / (atol + rtol |ref|) 1.06 for grad_fc1_bias (at most 2 of its 2048 elements past the bound;
+# the check needs 99% inside), <= 0.45 for the other outputs.
 LIVE_TOLERANCE = FIXTURE_TOLERANCE
 
 # Labelled edge shapes (batch_size, seq_len). "Two sequences, partial tile" (2, 37) is not drawn live:
