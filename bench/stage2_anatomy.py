@@ -4,12 +4,15 @@ Stage 2 (gelu_backward_gemm.py) is a GEMM with K = 512 whose epilogue loads fc1_
 applies the GELU derivative. `parts` times copies of its tile that each leave out one part (the
 MMAs, the fc1_output load, the GELU math, the bias sums) or use the MUFU tanh.approx; `persistent`
 times one program per tile against persistent grids (1 or 2 programs per SM), with the tile loop
-flattened into the K loop or not, and fc1_output loaded before or after the K loop. Both use fp16
+flattened into the K loop or not, and fc1_output loaded before or after the K loop; `tma` times the
+one-tile-per-program kernel against the same tile with every operand moved by TMA (host-side tensor
+descriptors: grad_residual, fc2_weight and fc1_output loaded, grad_fc1_output stored). All use fp16
 operands without fc2_weight's remainder, at M = 131072, timed with triton.testing.do_bench (CUDA
 events, L2 flushed, median). These are experiments beside the solution, not its code.
 
     python bench/stage2_anatomy.py parts --out out/stage2_parts.json
     python bench/stage2_anatomy.py persistent --out out/stage2_persistent.json
+    python bench/stage2_anatomy.py tma --out out/stage2_tma.json
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import sys
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from evaluation.provenance import provenance
 from solution.gelu import GELU_COEFF, SQRT_2_OVER_PI, gelu_tanh_grad
@@ -96,6 +100,21 @@ def persistent_kernel(a_ptr, w_ptr, x_ptr, out_ptr, bias_ptr, M, H: tl.constexpr
         tl.store(bias_ptr + tile_m * I + cols, tl.sum(d, axis=0))
 
 
+@triton.jit
+def tma_kernel(a_desc, w_desc, x_desc, out_desc, bias_ptr, M, H: tl.constexpr, I: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """parts_kernel's full tile, its operands moved by TMA (rows past M read as zeros, are not stored)."""
+    tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), I // BLOCK_N, GROUP_M)
+    row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+    x = x_desc.load([row, col])
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k in range(0, H, BLOCK_K):
+        acc = tl.dot(a_desc.load([row, k]), w_desc.load([k, col]), acc)
+    d = acc * gelu_tanh_grad(x)
+    out_desc.store([row, col], d.to(tl.float16))
+    tl.store(bias_ptr + tile_m * I + col + tl.arange(0, BLOCK_N), tl.sum(d, axis=0))
+
+
 def _time(call) -> float:
     try:
         call()
@@ -108,7 +127,7 @@ def _time(call) -> float:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("experiment", choices=("parts", "persistent"))
+    parser.add_argument("experiment", choices=("parts", "persistent", "tma"))
     parser.add_argument("--out", default="out/stage2_anatomy.json")
     args = parser.parse_args(argv)
     dev = torch.device("cuda")
@@ -122,6 +141,8 @@ def main(argv=None) -> int:
     configs = ((128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 4, 4))
     if args.experiment == "parts":
         configs += ((64, 128, 4, 3),)
+    if args.experiment == "tma":
+        configs = ((64, 128, 4, 4), (128, 64, 4, 3), (128, 128, 8, 3), (128, 256, 8, 3), (64, 256, 8, 3))
     for bm, bn, warps, stages in configs:
         bias = torch.empty(triton.cdiv(M, bm), I, device=dev)
         tiles = triton.cdiv(M, bm) * (I // bn)
@@ -129,6 +150,13 @@ def main(argv=None) -> int:
         if args.experiment == "parts":
             variants = {name: (lambda m=m, f=f: parts_kernel[(tiles,)](a, w, x, out, bias, M, H, I, bm, bn, 64, 8, m, f, **opts))
                         for name, (m, f) in PARTS.items()}
+        elif args.experiment == "tma":
+            descs = [TensorDescriptor.from_tensor(t, block) for t, block in
+                     ((a, [bm, 64]), (w, [64, bn]), (x, [bm, bn]), (out, [bm, bn]))]
+            variants = {
+                "pointers": lambda: parts_kernel[(tiles,)](a, w, x, out, bias, M, H, I, bm, bn, 64, 8, FULL, False, **opts),
+                "tma": lambda: tma_kernel[(tiles,)](*descs, bias, M, H, I, bm, bn, 64, 8, **opts),
+            }
         else:
             variants = {"one tile/program": lambda: parts_kernel[(tiles,)](a, w, x, out, bias, M, H, I, bm, bn, 64, 8,
                                                                            FULL, False, **opts)}
@@ -138,8 +166,13 @@ def main(argv=None) -> int:
                         variants[f"persistent x{per_sm} flatten={flatten} prefetch={prefetch}"] = (
                             lambda g=per_sm * sms, f=flatten, p=prefetch:
                             persistent_kernel[(g,)](a, w, x, out, bias, M, H, I, bm, bn, 64, 8, f, p, **opts))
+        reference_out = None
         for name, call in variants.items():
             rows.append({"block": f"{bm}x{bn}w{warps}s{stages}", "variant": name, "us": _time(call)})
+            if name == "pointers":
+                reference_out = out.clone()
+            elif args.experiment == "tma":  # the TMA tile must write what the pointer tile wrote
+                rows[-1]["out_equal"] = bool(torch.equal(out, reference_out))
             print(rows[-1], flush=True)
     with open(args.out, "w") as f:
         json.dump({"provenance": provenance(f"do_bench median (CUDA events, L2 flushed), M={M}, fp16 operands "
