@@ -40,6 +40,8 @@ SWEEPS = {"large": [
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),))},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),), num_warps=8)},
+ ], "background": [  # gelu_output's fp16 copy beside stages 1-3 instead of in stage 1
+    {"background_gelu_copy": True},
  ], "limit": [  # the one-launch path against four launches, near SingleLaunchConfig.max_tokens
     {"single_launch": None},
 ], "precision": [  # what multiplying by fc2_weight's fp16 remainder costs (accuracy: README)
