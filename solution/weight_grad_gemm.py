@@ -23,12 +23,12 @@ def _token_contraction(
     M,
     P: tl.constexpr,
     Q: tl.constexpr,
-    tile_p,
-    tile_q,
+    tile,  # in [0, (P // BLOCK_P) * (Q // BLOCK_Q)), row-major over the output tiles
     BLOCK_P: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
+    tile_p, tile_q = tile // (Q // BLOCK_Q), tile % (Q // BLOCK_Q)
     ps = tile_p * BLOCK_P + tl.arange(0, BLOCK_P)
     qs = tile_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
     acc = tl.zeros([BLOCK_P, BLOCK_Q], dtype=tl.float32)
@@ -72,8 +72,7 @@ def fc2_weight_grad_tile(
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
-    _token_contraction(grad_residual, gelu_output, grad_fc2_weight, M, H, I,
-                       tile // (I // BLOCK_Q), tile % (I // BLOCK_Q), BLOCK_P, BLOCK_Q, BLOCK_K)
+    _token_contraction(grad_residual, gelu_output, grad_fc2_weight, M, H, I, tile, BLOCK_P, BLOCK_Q, BLOCK_K)
 
 
 @triton.jit
@@ -89,8 +88,7 @@ def fc1_weight_grad_tile(
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
-    _token_contraction(grad_fc1_output, hidden_states, grad_fc1_weight, M, I, H,
-                       tile // (H // BLOCK_Q), tile % (H // BLOCK_Q), BLOCK_P, BLOCK_Q, BLOCK_K)
+    _token_contraction(grad_fc1_output, hidden_states, grad_fc1_weight, M, I, H, tile, BLOCK_P, BLOCK_Q, BLOCK_K)
 
 
 @triton.jit
