@@ -19,6 +19,7 @@ class GemmConfig:
     num_warps: int
     num_stages: int
     group_m: int = 8
+    tma: bool = False  # multi-launch stages: operands moved by TMA (host tensor descriptors)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,29 @@ def _token_contraction(
 
 
 @triton.jit
+def _token_contraction_tma(
+    x,  # tensor descriptor: (M, P) fp16, BLOCK_K x BLOCK_P blocks
+    y,  # tensor descriptor: (M, Q) fp16, BLOCK_K x BLOCK_Q blocks
+    out,  # out (P, Q) fp32: out = x^T @ y
+    M,
+    P: tl.constexpr,
+    Q: tl.constexpr,
+    tile,  # in [0, (P // BLOCK_P) * (Q // BLOCK_Q)), row-major over the output tiles
+    BLOCK_P: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    """_token_contraction with its operands moved by TMA (tokens past M load as zeros)."""
+    tile_p, tile_q = tile // (Q // BLOCK_Q), tile % (Q // BLOCK_Q)
+    acc = tl.zeros([BLOCK_P, BLOCK_Q], dtype=tl.float32)
+    for k in range(0, M, BLOCK_K):
+        acc = tl.dot(tl.trans(x.load([k, tile_p * BLOCK_P])), y.load([k, tile_q * BLOCK_Q]), acc)
+    ps = tile_p * BLOCK_P + tl.arange(0, BLOCK_P)
+    qs = tile_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    tl.store(out + ps[:, None] * Q + qs[None, :], acc)
+
+
+@triton.jit
 def _column_sum(
     src,  # (n_rows, row_stride) fp32, the COLS columns from src on
     row_stride,
@@ -138,6 +161,32 @@ def weight_grad_kernel(
     elif pid < 2 * fc2_tiles:
         fc1_weight_grad_tile(pid - fc2_tiles, grad_fc1_output, hidden_states, grad_fc1_weight, M, H, I,
                              BLOCK_P, BLOCK_Q, BLOCK_K)
+    else:
+        column_sums_chunk(pid - 2 * fc2_tiles, ln_partials, num_ln_partials, bias_partials, num_bias_partials,
+                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R)
+
+
+@triton.jit
+def weight_grad_tma_kernel(
+    grad_residual, gelu_output, grad_fc1_output, hidden_states,  # tensor descriptors, BLOCK_K x 128 blocks
+    ln_partials, num_ln_partials, bias_partials, num_bias_partials,
+    grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias,
+    M,
+    H: tl.constexpr,
+    I: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SUM_BLOCK_R: tl.constexpr,
+):
+    """weight_grad_kernel with the GEMM operands moved by TMA (GemmConfig.tma)."""
+    pid = tl.program_id(0)
+    fc2_tiles: tl.constexpr = weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q)
+    if pid < fc2_tiles:
+        _token_contraction_tma(grad_residual, gelu_output, grad_fc2_weight, M, H, I, pid, BLOCK_P, BLOCK_Q, BLOCK_K)
+    elif pid < 2 * fc2_tiles:
+        _token_contraction_tma(grad_fc1_output, hidden_states, grad_fc1_weight, M, I, H, pid - fc2_tiles,
+                               BLOCK_P, BLOCK_Q, BLOCK_K)
     else:
         column_sums_chunk(pid - 2 * fc2_tiles, ln_partials, num_ln_partials, bias_partials, num_bias_partials,
                           grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R)
