@@ -28,9 +28,11 @@ from dataclasses import dataclass
 
 import torch
 import triton
+from triton._C.libtriton import native_specialize_impl
 from triton.backends.compiler import BaseBackend, GPUTarget
 from triton.backends.nvidia.compiler import get_ptxas
 from triton.compiler import ASTSource
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 import reference
 from solution import configs
@@ -73,6 +75,8 @@ def _signature(launch) -> tuple[dict, dict, dict]:
         if isinstance(value, torch.Tensor):
             sig[name] = _TYPES[value.dtype]
             attrs[index] = BaseBackend.parse_attr(BaseBackend.get_tensor_specialization(value, align=True))
+        elif isinstance(value, TensorDescriptor):  # e.g. "tensordesc<fp16[64, 128]>", as the JIT types it
+            sig[name] = native_specialize_impl(BaseBackend, value, False, True, True)[0]
         elif isinstance(value, float):
             sig[name] = "fp32"
         elif value == 1:

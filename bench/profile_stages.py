@@ -40,10 +40,6 @@ SWEEPS = {"large": [
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),))},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),), num_warps=8)},
- ], "tma": [  # the multi-launch stages with their operands moved by TMA
-    *({"gelu_gemm": GemmConfig(*c, tma=True)} for c in ((64, 128, 64, 4, 4), (128, 128, 64, 8, 3), (128, 256, 64, 8, 3))),
-    *({"input_gemm": GemmConfig(*c, tma=True)} for c in ((128, 128, 64, 8, 4), (128, 256, 64, 8, 3))),
-    *({"weight_gemm": GemmConfig(*c, tma=True)} for c in ((128, 128, 64, 4, 4), (128, 128, 64, 8, 4))),
  ], "background": [  # gelu_output's fp16 copy beside stages 1-3 instead of in stage 1
     {"background_gelu_copy": True},
  ], "limit": [  # the one-launch path against four launches, near SingleLaunchConfig.max_tokens
@@ -79,7 +75,7 @@ SWEEPS = {"large": [
 
 
 def _gemm_name(c: GemmConfig) -> str:
-    return f"{c.block_m}x{c.block_n}x{c.block_k}w{c.num_warps}s{c.num_stages}{'tma' if c.tma else ''}"
+    return f"{c.block_m}x{c.block_n}x{c.block_k}w{c.num_warps}s{c.num_stages}"
 
 
 def _variant_name(overrides: dict) -> str:

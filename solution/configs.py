@@ -19,7 +19,6 @@ class GemmConfig:
     num_warps: int
     num_stages: int
     group_m: int = 8
-    tma: bool = False  # multi-launch stages: operands moved by TMA (host tensor descriptors)
 
 
 @dataclass(frozen=True)
@@ -81,8 +80,12 @@ _HOPPER = LaunchPlan(
     # shapes, warps, stages) at M=131072; 158 vs 163 (3 stages) and 185 (128x64x64) us at 17312
     # (results/stage2_ae1f721.json, stage2_fa5854d.json)
     gelu_gemm=GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4),
-    input_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4),  # 550 us vs 730
-    weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),  # 820 us vs 1073
+    # Stages 3 and 4 load their operands by TMA: at M=131072 stage 3 takes 499 us in 128x256 tiles vs
+    # 545 (128x128) and 565 with pointer loads (128x128), at 17312 88 vs 85 and 88; stage 4 781 vs 864
+    # (131072) and 103 vs 111 (17312) us (results/tma_7670f1e.json). A TMA-fed stage 2 was slower:
+    # 1292 vs 1162 us (64x128), 1403-1495 in larger tiles.
+    input_gemm=GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3),
+    weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),
     sum_block_r=32,
     # hi only: M=131072 3536 us vs 3861 with hi + lo, 7184: 223 vs 239, 2984: 139 vs 151, 613: 55.1
     # vs 58.2, 128: 30.7 vs 30.9 (results/precision_fa5854d.json, round_fa5854d.json); accuracy

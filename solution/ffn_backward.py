@@ -34,11 +34,11 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .arguments import Dims, check_arguments
 from .configs import GemmConfig, LaunchPlan, launch_plan, multiprocessor_count
-from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_gemm_tma_kernel
-from .input_grad_gemm import input_grad_gemm_kernel, input_grad_gemm_tma_kernel
+from .gelu_backward_gemm import gelu_backward_gemm_kernel
+from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel, round_to_fp16_kernel
 from .single_launch import ffn_backward_single_launch_kernel
-from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs, weight_grad_tma_kernel
+from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
 
 
 INPUT_NAMES = (
@@ -148,7 +148,8 @@ def barrier_counters(device: torch.device) -> torch.Tensor:
 
 
 def _blocks(t: torch.Tensor, rows: int, cols: int) -> TensorDescriptor:
-    """A TMA descriptor of the 2-D tensor `t`, in rows x cols blocks."""
+    """A TMA descriptor of the 2-D workspace `t`, in rows x cols blocks (the caching allocator's
+    blocks are 512-byte aligned, as TMA needs)."""
     return TensorDescriptor.from_tensor(t, [rows, cols])
 
 
@@ -196,8 +197,6 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
     # Stage 1 rounds gelu_output to fp16 itself, or a kernel of its own does, beside stages 1-3 (which
     # then run at high priority: see Launch); only stage 4 reads the copy.
     background = plan.background_gelu_copy
-    # TMA needs 16-byte aligned bases (the workspaces are; the caller's tensors may not be)
-    tma = M > 0 and all(t.data_ptr() % 16 == 0 for t in (x.fc1_output, y.grad_hidden_states))
     gelu_copy = [Launch(round_to_fp16_kernel, (triton.cdiv(M * I, plan.fp16_chunk),),
                         (x.gelu_output, ws.gelu_output_f16, M * I), dict(BLOCK=plan.fp16_chunk),
                         dict(num_warps=plan.layernorm_warps))] if background else []
@@ -209,31 +208,17 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
                 ws.gelu_output_f16, ws.fc1_weight_f16, ws.fc2_weight_f16, ws.ln_partials, M, row_programs),
                dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=plan.fp16_chunk),
                dict(num_warps=plan.layernorm_warps), priority=background),
-        Launch(gelu_backward_gemm_tma_kernel, (bias_partial_rows * (I // g2.block_n),),
-               (_blocks(ws.grad_residual_f16, g2.block_m, g2.block_k), _blocks(ws.fc2_weight_f16[0], g2.block_k, g2.block_n),
-                _blocks(x.fc1_output.view(M, I), g2.block_m, g2.block_n),
-                _blocks(ws.grad_fc1_output, g2.block_m, g2.block_n), ws.bias_partials, M),
-               dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m), _gemm_options(g2), priority=background)
-        if g2.tma and tma and not plan.fc2_weight_lo else
         Launch(gelu_backward_gemm_kernel, (bias_partial_rows * (I // g2.block_n),),
                (ws.grad_residual_f16, ws.fc2_weight_f16, x.fc1_output, ws.grad_fc1_output, ws.bias_partials, M),
                dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, FC2_WEIGHT_LO=plan.fc2_weight_lo),
                _gemm_options(g2), priority=background),
-        Launch(input_grad_gemm_tma_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),
-               (_blocks(ws.grad_fc1_output, g3.block_m, g3.block_k), _blocks(ws.fc1_weight_f16, g3.block_k, g3.block_n),
-                _blocks(ws.grad_residual, g3.block_m, g3.block_n),
-                _blocks(y.grad_hidden_states.view(M, H), g3.block_m, g3.block_n), M),
-               dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m), _gemm_options(g3), priority=background)
-        if g3.tma and tma else
         Launch(input_grad_gemm_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),
-               (ws.grad_fc1_output, ws.fc1_weight_f16, ws.grad_residual, y.grad_hidden_states, M),
+               (_blocks(ws.grad_fc1_output, g3.block_m, g3.block_k), _blocks(ws.fc1_weight_f16, g3.block_k, g3.block_n),
+                _blocks(ws.grad_residual, g3.block_m, g3.block_n), y.grad_hidden_states, M),
                dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m), _gemm_options(g3), priority=background),
-        Launch(weight_grad_tma_kernel if g4.tma and tma else weight_grad_kernel,
-               (weight_grad_programs(H, I, g4.block_m, g4.block_n),),
-               (*((_blocks(t, g4.block_k, g4.block_m if p else g4.block_n) for t, p in (
-                   (ws.grad_residual_f16, True), (ws.gelu_output_f16, False), (ws.grad_fc1_output, True),
-                   (ws.hidden_states_f16, False))) if g4.tma and tma else
-                  (ws.grad_residual_f16, ws.gelu_output_f16, ws.grad_fc1_output, ws.hidden_states_f16)),
+        Launch(weight_grad_kernel, (weight_grad_programs(H, I, g4.block_m, g4.block_n),),
+               (_blocks(ws.grad_residual_f16, g4.block_k, g4.block_m), _blocks(ws.gelu_output_f16, g4.block_k, g4.block_n),
+                _blocks(ws.grad_fc1_output, g4.block_k, g4.block_m), _blocks(ws.hidden_states_f16, g4.block_k, g4.block_n),
                 ws.ln_partials, row_programs, ws.bias_partials, bias_partial_rows,
                 y.grad_fc2_weight, y.grad_fc1_weight, y.grad_ln_weight, y.grad_ln_bias, y.grad_fc2_bias,
                 y.grad_fc1_bias, M),

@@ -73,30 +73,3 @@ def gelu_backward_gemm_kernel(
     gelu_backward_tile(tile_m, tile_n, grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials,
                        M, H, I, BLOCK_M, BLOCK_N, BLOCK_K, FC2_WEIGHT_LO)
 
-
-@triton.jit
-def gelu_backward_gemm_tma_kernel(
-    grad_residual,  # tensor descriptor: (M, H) fp16, BLOCK_M x BLOCK_K blocks
-    fc2_weight,  # tensor descriptor: (H, I) fp16 (the hi part), BLOCK_K x BLOCK_N blocks
-    fc1_output,  # tensor descriptor: (M, I) fp32, BLOCK_M x BLOCK_N blocks
-    grad_fc1_output,  # out, tensor descriptor: (M, I) fp16, BLOCK_M x BLOCK_N blocks
-    bias_partials,  # out (cdiv(M, BLOCK_M), I) fp32
-    M,
-    H: tl.constexpr,
-    I: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-):
-    """gelu_backward_tile with its operands moved by TMA (GemmConfig.tma; without fc2_weight's lo
-    part). Rows past M load as zeros, so they add nothing to the bias sums, and are not stored."""
-    tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), I // BLOCK_N, GROUP_M)
-    row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
-    x = fc1_output.load([row, col])  # before the K loop, as in gelu_backward_tile
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k in range(0, H, BLOCK_K):
-        acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
-    d = acc * gelu_tanh_grad(x)
-    grad_fc1_output.store([row, col], d.to(tl.float16))
-    tl.store(bias_partials + tile_m * I + col + tl.arange(0, BLOCK_N), tl.sum(d, axis=0))

@@ -1,6 +1,9 @@
 """Stage 3: back through FC1 to the input, plus the residual branch.
 
     grad_hidden_states = grad_fc1_output @ fc1_weight + grad_residual     (M x I) @ (I x H), K = I
+
+`input_grad_tile` (pointer loads) is the one-launch path's tile; the stage-3 kernel loads the same
+operands by TMA from the workspaces (faster in its 128 x 256 tiles: configs.py).
 """
 
 import triton
@@ -42,26 +45,10 @@ def input_grad_tile(
 
 @triton.jit
 def input_grad_gemm_kernel(
-    grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states,
-    M,
-    H: tl.constexpr,
-    I: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-):
-    tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), H // BLOCK_N, GROUP_M)
-    input_grad_tile(tile_m, tile_n, grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states,
-                    M, H, I, BLOCK_M, BLOCK_N, BLOCK_K)
-
-
-@triton.jit
-def input_grad_gemm_tma_kernel(
     grad_fc1_output,  # tensor descriptor: (M, I) fp16, BLOCK_M x BLOCK_K blocks
     fc1_weight,  # tensor descriptor: (I, H) fp16, BLOCK_K x BLOCK_N blocks
     grad_residual,  # tensor descriptor: (M, H) fp32, BLOCK_M x BLOCK_N blocks
-    grad_hidden_states,  # out, tensor descriptor: (M, H) fp32, BLOCK_M x BLOCK_N blocks
+    grad_hidden_states,  # out (M, H) fp32 (the caller's tensor: plain stores, no alignment asked)
     M,
     H: tl.constexpr,
     I: tl.constexpr,
@@ -70,10 +57,13 @@ def input_grad_gemm_tma_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
 ):
-    """input_grad_tile with its operands moved by TMA (GemmConfig.tma); rows past M are not stored."""
+    """input_grad_tile with its operands loaded by TMA (rows past M load as zeros)."""
     tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), H // BLOCK_N, GROUP_M)
     row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k in range(0, I, BLOCK_K):
         acc = tl.dot(grad_fc1_output.load([row, k]), fc1_weight.load([k, col]), acc)
-    grad_hidden_states.store([row, col], acc + grad_residual.load([row, col]))
+    acc += grad_residual.load([row, col])
+    rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
+    cols = col + tl.arange(0, BLOCK_N)
+    tl.store(grad_hidden_states + rows[:, None] * H + cols[None, :], acc, mask=(rows < M)[:, None])

@@ -7,8 +7,9 @@ One launch holds both GEMMs and the reductions of the earlier stages' per-progra
 programs [0, T) own the tiles of grad_fc2_weight, [T, 2T) those of grad_fc1_weight (both weights have
 H x I elements, so T tiles each), and the last ones each sum one H-wide column chunk: grad_ln_weight,
 grad_ln_bias, grad_fc2_bias (from the LayerNorm partials), then the I / H chunks of grad_fc1_bias.
-Every tile loops over all tokens in a fixed order, so the result is deterministic. The one-launch
-path (single_launch.py) calls the same three tile functions from its phases.
+Every tile loops over all tokens in a fixed order, so the result is deterministic. The stage-4
+kernel loads its GEMM operands by TMA (`_token_contraction_tma`); the one-launch path
+(single_launch.py) calls the pointer-load tile functions and the column sums from its phases.
 """
 
 import triton
@@ -143,31 +144,6 @@ def column_sums_chunk(
 
 @triton.jit
 def weight_grad_kernel(
-    grad_residual, gelu_output, grad_fc1_output, hidden_states,
-    ln_partials, num_ln_partials, bias_partials, num_bias_partials,
-    grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias,
-    M,
-    H: tl.constexpr,
-    I: tl.constexpr,
-    BLOCK_P: tl.constexpr,
-    BLOCK_Q: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    SUM_BLOCK_R: tl.constexpr,
-):
-    pid = tl.program_id(0)
-    fc2_tiles: tl.constexpr = weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q)
-    if pid < fc2_tiles:
-        fc2_weight_grad_tile(pid, grad_residual, gelu_output, grad_fc2_weight, M, H, I, BLOCK_P, BLOCK_Q, BLOCK_K)
-    elif pid < 2 * fc2_tiles:
-        fc1_weight_grad_tile(pid - fc2_tiles, grad_fc1_output, hidden_states, grad_fc1_weight, M, H, I,
-                             BLOCK_P, BLOCK_Q, BLOCK_K)
-    else:
-        column_sums_chunk(pid - 2 * fc2_tiles, ln_partials, num_ln_partials, bias_partials, num_bias_partials,
-                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R)
-
-
-@triton.jit
-def weight_grad_tma_kernel(
     grad_residual, gelu_output, grad_fc1_output, hidden_states,  # tensor descriptors, BLOCK_K x 128 blocks
     ln_partials, num_ln_partials, bias_partials, num_bias_partials,
     grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias,
@@ -179,7 +155,6 @@ def weight_grad_tma_kernel(
     BLOCK_K: tl.constexpr,
     SUM_BLOCK_R: tl.constexpr,
 ):
-    """weight_grad_kernel with the GEMM operands moved by TMA (GemmConfig.tma)."""
     pid = tl.program_id(0)
     fc2_tiles: tl.constexpr = weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q)
     if pid < fc2_tiles:

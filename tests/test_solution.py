@@ -114,19 +114,6 @@ def test_background_gelu_copy(batch_size, seq_len, device, nan_outputs, outputs_
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
-def test_tma_stages(device, nan_outputs, outputs_pass, monkeypatch):
-    """The multi-launch stages with their operands moved by TMA (GemmConfig.tma)."""
-    arch = configs.architecture(device)
-    base = configs.PLANS[arch]
-    plan = dataclasses.replace(base, single_launch=None, **{
-        stage: dataclasses.replace(getattr(base, stage), tma=True) for stage in ("gelu_gemm", "input_gemm", "weight_gemm")})
-    monkeypatch.setitem(configs.PLANS, arch, plan)
-    inputs = draw(2, 37, device, seed=600)
-    outputs = nan_outputs(2, 37, device)
-    call(inputs, outputs)
-    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
-
-
 def test_plans_run_every_phase():
     """`phases` below 3 leaves outputs unwritten: it exists only for profile_stages' breakdown."""
     for arch, plan in configs.PLANS.items():
