@@ -40,14 +40,15 @@ SWEEPS = {"large": [
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),))},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),), num_warps=8)},
- ], "background": [  # gelu_output's fp16 copy beside stages 1-3 instead of in stage 1
-    {"background_gelu_copy": True},
  ], "limit": [  # the one-launch path against four launches, near SingleLaunchConfig.max_tokens
     {"single_launch": None},
 ], "precision": [  # what multiplying by fc2_weight's fp16 remainder costs (accuracy: README)
     {"fc2_weight_lo": True},
 ], "phases": [  # the one-launch path's time per phase: drop the later phases
     {"single_launch": dataclasses.replace(_SINGLE, phases=p)} for p in (0, 1, 2)
+], "input": [  # stage 3's tiles (TMA-fed) across token counts: 128x256 tiles leave SMs idle at few tokens
+    {"input_gemm": c} for c in (GemmConfig(128, 128, 64, 8, 4), GemmConfig(64, 256, 64, 8, 3),
+                                GemmConfig(64, 128, 64, 4, 4), GemmConfig(128, 128, 64, 4, 4))
 ], "tiles": [  # the multi-launch stages' tiles, stage 2 first
     {"gelu_gemm": GemmConfig(128, 64, 64, 4, 2)}, {"gelu_gemm": GemmConfig(128, 64, 64, 4, 4)},
     {"gelu_gemm": GemmConfig(128, 64, 32, 4, 4)}, {"gelu_gemm": GemmConfig(256, 64, 64, 8, 3)},

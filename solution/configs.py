@@ -61,9 +61,6 @@ class LaunchPlan:
     # 2048 elements fall outside (worst 1.27 of the bound; the check needs 99% inside). See README,
     # Precision.
     fc2_weight_lo: bool
-    # Stage 1 leaves gelu_output's fp16 copy (half its bytes) to a kernel of its own that fills the
-    # SM slots stages 1-3 leave free (they run on a high-priority stream); stage 4 waits for it.
-    background_gelu_copy: bool
 
 
 # H200 measurements behind each choice, cited beside it (results/*.json, written by
@@ -92,7 +89,6 @@ _HOPPER = LaunchPlan(
     # over 16 workloads x 10 rounds: grad_fc1_bias 0.999023 matched (2 of 2048 out), worst 1.265 of
     # the bound (results/verify_lo_off_897e45f.json)
     fc2_weight_lo=False,
-    background_gelu_copy=False,
     single_launch=SingleLaunchConfig(
         # one launch vs four (official timer): 128 tokens 31.4 vs 163.9 us (results/small_6760538.json).
         # Four launches from 2984 tokens, in the evaluator without baselines (two runs each):

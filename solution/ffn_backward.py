@@ -36,7 +36,7 @@ from .arguments import Dims, check_arguments
 from .configs import GemmConfig, LaunchPlan, launch_plan, multiprocessor_count
 from .gelu_backward_gemm import gelu_backward_gemm_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
-from .layernorm_backward import fp16_chunks, layernorm_backward_kernel, round_to_fp16_kernel
+from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
 from .single_launch import ffn_backward_single_launch_kernel
 from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
 
@@ -53,20 +53,13 @@ OUTPUT_NAMES = (
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel launch: `kernel[grid](*args, **constexprs, **options)`.
-
-    On the GPU every launch goes to the caller's stream unless `priority`: those go to a stream of
-    the highest priority, which first waits for the caller's stream (the inputs). A priority launch
-    runs beside the caller-stream launches before it (the block scheduler dispatches its blocks
-    first, theirs fill the free slots); a caller-stream launch waits for every launch before it.
-    """
+    """One kernel launch: `kernel[grid](*args, **constexprs, **options)`."""
 
     kernel: triton.JITFunction
     grid: tuple[int, ...]
     args: tuple
     constexprs: dict
     options: dict
-    priority: bool = False
 
     def __call__(self) -> None:
         self.kernel[self.grid](*self.args, **self.constexprs, **self.options)
@@ -124,14 +117,6 @@ class Workspace:
 
 
 _BARRIER_COUNTERS: dict = {}
-_PRIORITY_STREAMS: dict = {}
-
-
-def priority_stream(device: torch.device) -> torch.cuda.Stream:
-    """The device's stream of the highest priority (created once), for `Launch.priority`."""
-    if device not in _PRIORITY_STREAMS:
-        _PRIORITY_STREAMS[device] = torch.cuda.Stream(device, priority=torch.cuda.Stream.priority_range()[1])
-    return _PRIORITY_STREAMS[device]
 
 
 def barrier_counters(device: torch.device) -> torch.Tensor:
@@ -194,28 +179,21 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
     row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
     bias_partial_rows = triton.cdiv(M, g2.block_m)
     ws = Workspace.allocate(dims, row_programs, bias_partial_rows)
-    # Stage 1 rounds gelu_output to fp16 itself, or a kernel of its own does, beside stages 1-3 (which
-    # then run at high priority: see Launch); only stage 4 reads the copy.
-    background = plan.background_gelu_copy
-    gelu_copy = [Launch(round_to_fp16_kernel, (triton.cdiv(M * I, plan.fp16_chunk),),
-                        (x.gelu_output, ws.gelu_output_f16, M * I), dict(BLOCK=plan.fp16_chunk),
-                        dict(num_warps=plan.layernorm_warps))] if background else []
     return [
-        *gelu_copy,
-        Launch(layernorm_backward_kernel, (row_programs + fp16_chunks(0 if background else M, H, I, plan.fp16_chunk),),
+        Launch(layernorm_backward_kernel, (row_programs + fp16_chunks(M, H, I, plan.fp16_chunk),),
                (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.gelu_output,
                 x.fc1_weight, x.fc2_weight, ws.grad_residual, ws.grad_residual_f16, ws.hidden_states_f16,
                 ws.gelu_output_f16, ws.fc1_weight_f16, ws.fc2_weight_f16, ws.ln_partials, M, row_programs),
                dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=plan.fp16_chunk),
-               dict(num_warps=plan.layernorm_warps), priority=background),
+               dict(num_warps=plan.layernorm_warps)),
         Launch(gelu_backward_gemm_kernel, (bias_partial_rows * (I // g2.block_n),),
                (ws.grad_residual_f16, ws.fc2_weight_f16, x.fc1_output, ws.grad_fc1_output, ws.bias_partials, M),
                dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, FC2_WEIGHT_LO=plan.fc2_weight_lo),
-               _gemm_options(g2), priority=background),
+               _gemm_options(g2)),
         Launch(input_grad_gemm_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),
                (_blocks(ws.grad_fc1_output, g3.block_m, g3.block_k), _blocks(ws.fc1_weight_f16, g3.block_k, g3.block_n),
                 _blocks(ws.grad_residual, g3.block_m, g3.block_n), y.grad_hidden_states, M),
-               dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m), _gemm_options(g3), priority=background),
+               dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m), _gemm_options(g3)),
         Launch(weight_grad_kernel, (weight_grad_programs(H, I, g4.block_m, g4.block_n),),
                (_blocks(ws.grad_residual_f16, g4.block_k, g4.block_m), _blocks(ws.gelu_output_f16, g4.block_k, g4.block_n),
                 _blocks(ws.grad_fc1_output, g4.block_k, g4.block_m), _blocks(ws.hidden_states_f16, g4.block_k, g4.block_n),
@@ -271,15 +249,7 @@ def run(
             launch()
         return
     with torch.cuda.device(dims.device):  # Triton compiles for and launches on the current device
-        caller = torch.cuda.current_stream(dims.device)
-        priority = priority_stream(dims.device)
-        # All host work before the first launch: the timer counts host time between launches.
-        ready = [launch.prepare((priority if launch.priority else caller).cuda_stream) for launch in launches]
-        if any(launch.priority for launch in launches):
-            priority.wait_stream(caller)
-        joined = True  # the caller's stream has waited for every priority launch so far
-        for launch, go in zip(launches, ready):
-            if not launch.priority and not joined:
-                caller.wait_stream(priority)
-            joined = not launch.priority
+        stream = torch.cuda.current_stream(dims.device).cuda_stream
+        ready = [launch.prepare(stream) for launch in launches]  # all host work before the first launch
+        for go in ready:
             go()

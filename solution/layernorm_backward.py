@@ -97,23 +97,11 @@ def round_to_fp16_chunk(
         tl.store(fc2_weight_f16 + offsets, hi)
         tl.store(fc2_weight_f16 + H * I + offsets, (w2 - hi.to(tl.float32)).to(tl.float16))
     else:  # BLOCK elements of gelu_output, flat
-        round_flat_chunk_to_fp16(chunk - weight_chunks, gelu_output, gelu_output_f16, tl.cast(M, tl.int64) * I, BLOCK)
-
-
-@triton.jit
-def round_flat_chunk_to_fp16(chunk, src, dst, n, BLOCK: tl.constexpr):
-    """dst[i] = fp16(src[i]) for the BLOCK elements of `chunk` below n (64-bit offsets: M * I passes
-    2^31 from 2^20 tokens on)."""
-    flat = tl.cast(chunk, tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    in_range = flat < n
-    tl.store(dst + flat, tl.load(src + flat, mask=in_range).to(tl.float16), mask=in_range)
-
-
-@triton.jit
-def round_to_fp16_kernel(src, dst, n, BLOCK: tl.constexpr):
-    """The gelu_output copy on its own, for the plan that runs it beside the other stages
-    (configs.LaunchPlan.background_gelu_copy): one chunk of BLOCK elements a program."""
-    round_flat_chunk_to_fp16(tl.program_id(0), src, dst, n, BLOCK)
+        # 64-bit: M * I passes 2^31 from 2^20 tokens on
+        flat = tl.cast(chunk - weight_chunks, tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        in_range = flat < tl.cast(M, tl.int64) * I
+        gelu = tl.load(gelu_output + flat, mask=in_range)
+        tl.store(gelu_output_f16 + flat, gelu.to(tl.float16), mask=in_range)
 
 
 @triton.jit
@@ -140,6 +128,5 @@ def layernorm_backward_kernel(
 
 
 def fp16_chunks(M: int, H: int, I: int, block: int) -> int:
-    """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk), then gelu_output
-    (M = 0: the weights only)."""
+    """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk), then gelu_output."""
     return H * I // block + triton.cdiv(M * I, block)

@@ -101,19 +101,6 @@ def test_stage_2_with_fc2_weight_lo(device, nan_outputs, outputs_pass, monkeypat
         outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
-@pytest.mark.parametrize("batch_size, seq_len", [(1, 1), (2, 37)])
-def test_background_gelu_copy(batch_size, seq_len, device, nan_outputs, outputs_pass, monkeypatch):
-    """The multi-launch path with gelu_output's fp16 copy in a kernel of its own (on the GPU, on the
-    caller's stream beside stages 1-3 on a high-priority stream)."""
-    arch = configs.architecture(device)
-    plan = dataclasses.replace(configs.PLANS[arch], single_launch=None, background_gelu_copy=True)
-    monkeypatch.setitem(configs.PLANS, arch, plan)
-    inputs = draw(batch_size, seq_len, device, seed=500 + seq_len)
-    outputs = nan_outputs(batch_size, seq_len, device)
-    call(inputs, outputs)
-    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
-
-
 def test_plans_run_every_phase():
     """`phases` below 3 leaves outputs unwritten: it exists only for profile_stages' breakdown."""
     for arch, plan in configs.PLANS.items():
