@@ -26,11 +26,16 @@ from solution import configs
 from solution.configs import GemmConfig
 from solution.ffn_backward import run as solution_run
 
+def _all_tokens(c: GemmConfig) -> tuple:
+    """A by-token table (configs.for_tokens) with one entry for every token count."""
+    return ((configs.ANY_TOKENS, c),)
+
+
 # Variants of the default plan, one field changed at a time, by the token range they are for.
 _SINGLE = configs.PLANS["sm_90"].single_launch
 SWEEPS = {"large": [
     *({"gelu_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
-    *({"input_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
+    *({"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"weight_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
 ], "layernorm": [  # stage 1 streams ~23 KB a token: occupancy (registers) and bytes in flight
     {"layernorm_block_m": 4}, {"layernorm_block_m": 2}, {"layernorm_warps": 8},
@@ -47,12 +52,13 @@ SWEEPS = {"large": [
 ], "phases": [  # the one-launch path's time per phase: drop the later phases
     {"single_launch": dataclasses.replace(_SINGLE, phases=p)} for p in (0, 1, 2)
 ], "input": [  # stage 3's tiles (TMA-fed) across token counts: 128x256 tiles leave SMs idle at few tokens
-    {"input_gemm": c} for c in (GemmConfig(128, 128, 64, 8, 4), GemmConfig(64, 256, 64, 8, 3),
-                                GemmConfig(64, 128, 64, 4, 4), GemmConfig(128, 128, 64, 4, 4))
+    {"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 128, 64, 8, 4), GemmConfig(64, 256, 64, 8, 3),
+                                             GemmConfig(64, 128, 64, 4, 4), GemmConfig(128, 128, 64, 4, 4),
+                                             GemmConfig(128, 256, 64, 8, 3))
 ], "tiles": [  # the multi-launch stages' tiles, stage 2 first
     {"gelu_gemm": GemmConfig(128, 64, 64, 4, 2)}, {"gelu_gemm": GemmConfig(128, 64, 64, 4, 4)},
     {"gelu_gemm": GemmConfig(128, 64, 32, 4, 4)}, {"gelu_gemm": GemmConfig(256, 64, 64, 8, 3)},
-    {"input_gemm": GemmConfig(128, 64, 64, 4, 3)}, {"weight_gemm": GemmConfig(128, 128, 64, 8, 3)},
+    {"input_gemm": _all_tokens(GemmConfig(128, 64, 64, 4, 3))}, {"weight_gemm": GemmConfig(128, 128, 64, 8, 3)},
 ], "gelu": [  # stage 2 (with fc2_weight's remainder): larger tiles
     *({"gelu_gemm": g, "fc2_weight_lo": lo}
       for g in (GemmConfig(256, 64, 64, 8, 3), GemmConfig(128, 128, 64, 8, 3)) for lo in (True, False)),
@@ -84,6 +90,8 @@ def _variant_name(overrides: dict) -> str:
     def fmt(v):
         if isinstance(v, GemmConfig):
             return _gemm_name(v)
+        if isinstance(v, tuple) and v and isinstance(v[-1][1], GemmConfig):  # a by-token table
+            return "/".join(fmt(c) if limit == configs.ANY_TOKENS else f"<={limit}:{fmt(c)}" for limit, c in v)
         if isinstance(v, configs.SingleLaunchConfig):
             changed = {f.name: getattr(v, f.name) for f in dataclasses.fields(v) if getattr(v, f.name) != getattr(_SINGLE, f.name)}
             return "(" + ",".join(f"{k}={_gemm_name(x) if isinstance(x, GemmConfig) else x}" for k, x in changed.items()) + ")"

@@ -10,6 +10,13 @@ from functools import lru_cache
 
 import torch
 
+ANY_TOKENS = 2**63 - 1  # the last bound of a by-token table
+
+
+def for_tokens(table: tuple[tuple[int, object], ...], tokens: int):
+    """The value of a by-token table ((up to this many tokens, value), ...), bounds ascending."""
+    return next(value for limit, value in table if tokens <= limit)
+
 
 @dataclass(frozen=True)
 class GemmConfig:
@@ -41,8 +48,7 @@ class SingleLaunchConfig:
         return self.programs_per_sm[-1][0]
 
     def programs(self, tokens: int, multiprocessors: int) -> int:
-        per_sm = next(p for limit, p in self.programs_per_sm if tokens <= limit)
-        return per_sm * multiprocessors
+        return for_tokens(self.programs_per_sm, tokens) * multiprocessors
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,7 @@ class LaunchPlan:
     layernorm_warps: int  # warps of the stage-1 kernel
     fp16_chunk: int  # elements each stage-1 program rounds to fp16 (of each weight, or of gelu_output)
     gelu_gemm: GemmConfig  # stage 2: grad_residual @ fc2_weight, GELU epilogue
-    input_gemm: GemmConfig  # stage 3: grad_fc1_output @ fc1_weight + grad_residual
+    input_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 3: grad_fc1_output @ fc1_weight + grad_residual, by tokens
     weight_gemm: GemmConfig  # stage 4: x^T @ y over tokens (block_m x block_n output tiles)
     sum_block_r: int  # rows per step of the final column sums
     single_launch: SingleLaunchConfig | None  # the one-launch path for few tokens, if any
@@ -81,7 +87,13 @@ _HOPPER = LaunchPlan(
     # 545 (128x128) and 565 with pointer loads (128x128), at 17312 88 vs 85 and 88; stage 4 781 vs 864
     # (131072) and 103 vs 111 (17312) us (results/tma_7670f1e.json). A TMA-fed stage 2 was slower:
     # 1292 vs 1162 us (64x128), 1403-1495 in larger tiles.
-    input_gemm=GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3),
+    # Stage 3 at few tokens: 128x256 tiles leave SMs idle (2 x 24 tiles at 2984 tokens). 64x128 tiles
+    # take 16 vs 27 us at 2984 and 17 vs 28 at 3602; from 7184 tokens on 128x256 is best or within
+    # 5% (32 vs 34 us at 7184, 87 vs 83-84 at 17312, 271 vs 286-347 at 69568; results/input_6224ba6.json)
+    input_gemm=(
+        (4096, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)),
+        (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)),
+    ),
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),
     sum_block_r=32,
     # hi only: M=131072 3536 us vs 3861 with hi + lo, 7184: 223 vs 239, 2984: 139 vs 151, 613: 55.1

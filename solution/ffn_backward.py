@@ -33,7 +33,7 @@ import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .arguments import Dims, check_arguments
-from .configs import GemmConfig, LaunchPlan, launch_plan, multiprocessor_count
+from .configs import GemmConfig, LaunchPlan, for_tokens, launch_plan, multiprocessor_count
 from .gelu_backward_gemm import gelu_backward_gemm_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
@@ -175,7 +175,7 @@ def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan:
 def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan: LaunchPlan) -> list[Launch]:
     """One launch per stage, each with its own configuration."""
     M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
-    g2, g3, g4 = plan.gelu_gemm, plan.input_gemm, plan.weight_gemm
+    g2, g3, g4 = plan.gelu_gemm, for_tokens(plan.input_gemm, M), plan.weight_gemm
     row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
     bias_partial_rows = triton.cdiv(M, g2.block_m)
     ws = Workspace.allocate(dims, row_programs, bias_partial_rows)

@@ -89,6 +89,20 @@ def test_one_launch_per_stage_path(batch_size, seq_len, device, nan_outputs, out
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
+@pytest.mark.parametrize("entry", range(len(configs.PLANS["cpu"].input_gemm)))
+def test_stage_3_tiles(entry, device, nan_outputs, outputs_pass, monkeypatch):
+    """Every entry of stage 3's by-token tile table, on a small shape (rows past M masked)."""
+    arch = configs.architecture(device)
+    plan = configs.PLANS[arch]
+    tiles = plan.input_gemm[min(entry, len(plan.input_gemm) - 1)][1]
+    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(
+        plan, single_launch=None, input_gemm=((configs.ANY_TOKENS, tiles),)))
+    inputs = draw(2, 37, device, seed=300 + entry)
+    outputs = nan_outputs(2, 37, device)
+    call(inputs, outputs)
+    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
 def test_stage_2_with_fc2_weight_lo(device, nan_outputs, outputs_pass, monkeypatch):
     """The option of multiplying by fc2_weight's fp16 remainder too (hi + lo), on both paths."""
     arch = configs.architecture(device)
