@@ -34,7 +34,7 @@ def _all_tokens(c: GemmConfig) -> tuple:
 # Variants of the default plan, one field changed at a time, by the token range they are for.
 _SINGLE = configs.PLANS["sm_90"].single_launch
 SWEEPS = {"large": [
-    *({"gelu_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
+    *({"gelu_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"weight_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
 ], "layernorm": [  # stage 1 streams ~23 KB a token: occupancy (registers) and bytes in flight
@@ -56,17 +56,17 @@ SWEEPS = {"large": [
                                              GemmConfig(64, 128, 64, 4, 4), GemmConfig(128, 128, 64, 4, 4),
                                              GemmConfig(128, 256, 64, 8, 3))
 ], "tiles": [  # the multi-launch stages' tiles, stage 2 first
-    {"gelu_gemm": GemmConfig(128, 64, 64, 4, 2)}, {"gelu_gemm": GemmConfig(128, 64, 64, 4, 4)},
-    {"gelu_gemm": GemmConfig(128, 64, 32, 4, 4)}, {"gelu_gemm": GemmConfig(256, 64, 64, 8, 3)},
+    *({"gelu_gemm": _all_tokens(c)} for c in (GemmConfig(128, 64, 64, 4, 2), GemmConfig(128, 64, 64, 4, 4),
+                                              GemmConfig(128, 64, 32, 4, 4), GemmConfig(256, 64, 64, 8, 3))),
     {"input_gemm": _all_tokens(GemmConfig(128, 64, 64, 4, 3))}, {"weight_gemm": GemmConfig(128, 128, 64, 8, 3)},
 ], "gelu": [  # stage 2 (with fc2_weight's remainder): larger tiles
-    *({"gelu_gemm": g, "fc2_weight_lo": lo}
+    *({"gelu_gemm": _all_tokens(g), "fc2_weight_lo": lo}
       for g in (GemmConfig(256, 64, 64, 8, 3), GemmConfig(128, 128, 64, 8, 3)) for lo in (True, False)),
-], "stage2": [  # stage 2 without fc2_weight's remainder: tile shape and pipeline depth
-    {"gelu_gemm": g} for g in (
-        GemmConfig(128, 64, 64, 4, 3), GemmConfig(64, 128, 64, 4, 4), GemmConfig(64, 128, 32, 4, 4),
-        GemmConfig(64, 256, 64, 8, 3), GemmConfig(64, 128, 64, 4, 2), GemmConfig(64, 64, 64, 4, 4),
-        GemmConfig(64, 128, 64, 8, 3))
+], "stage2": [  # stage 2 (persistent, TMA-fed): tile shape, pipeline depth, programs per SM
+    {"gelu_gemm": _all_tokens(g)} for g in (
+        GemmConfig(64, 128, 64, 4, 4, programs_per_sm=2), GemmConfig(128, 256, 64, 8, 3, programs_per_sm=1),
+        GemmConfig(128, 128, 64, 8, 3, programs_per_sm=1), GemmConfig(128, 128, 64, 4, 3, programs_per_sm=2),
+        GemmConfig(64, 128, 64, 4, 3, programs_per_sm=3), GemmConfig(128, 256, 64, 8, 3, programs_per_sm=2))
 ], "near_limit": [  # the one launch's tiles and programs per SM near its limit, and four launches
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
     {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
@@ -82,7 +82,8 @@ SWEEPS = {"large": [
 
 
 def _gemm_name(c: GemmConfig) -> str:
-    return f"{c.block_m}x{c.block_n}x{c.block_k}w{c.num_warps}s{c.num_stages}"
+    persistent = f"p{c.programs_per_sm}" if c.programs_per_sm != 1 else ""
+    return f"{c.block_m}x{c.block_n}x{c.block_k}w{c.num_warps}s{c.num_stages}{persistent}"
 
 
 def _variant_name(overrides: dict) -> str:

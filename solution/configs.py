@@ -26,6 +26,7 @@ class GemmConfig:
     num_warps: int
     num_stages: int
     group_m: int = 8
+    programs_per_sm: int = 1  # a persistent kernel's (stage 2's): its programs loop over the tiles
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class LaunchPlan:
     layernorm_waves: int  # LayerNorm-backward programs per SM (each loops over row blocks)
     layernorm_warps: int  # warps of the stage-1 kernel
     fp16_chunk: int  # elements each stage-1 program rounds to fp16 (of each weight, or of gelu_output)
-    gelu_gemm: GemmConfig  # stage 2: grad_residual @ fc2_weight, GELU epilogue
+    gelu_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 2: grad_residual @ fc2_weight, GELU epilogue, by tokens
     input_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 3: grad_fc1_output @ fc1_weight + grad_residual, by tokens
     weight_gemm: GemmConfig  # stage 4: x^T @ y over tokens (block_m x block_n output tiles)
     sum_block_r: int  # rows per step of the final column sums
@@ -82,7 +83,15 @@ _HOPPER = LaunchPlan(
     # fp16 operands (hi only): 1123 us vs 1130 (3 stages), 1287 (128x64x64), 1148-1448 (other
     # shapes, warps, stages) at M=131072; 158 vs 163 (3 stages) and 185 (128x64x64) us at 17312
     # (results/stage2_ae1f721.json, stage2_fa5854d.json)
-    gelu_gemm=GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4),
+    # Stage 2 persistent and fed by TMA (bench/stage2_anatomy.py ws, do_bench): at 7184 tokens 64x128
+    # tiles with 2 programs per SM take 67.9 us vs 89.3 one tile a program with pointer loads (the
+    # previous kernel) and 70.9-80.6 in 128x128 tiles; at 131072 128x256 tiles with one program per
+    # SM take 1020 us vs 1241, 64x128 x2 1155, 128x128 1115-1281 (results/ws_714788b.json).
+    # Warp specialization (tl.range) added nothing or failed to compile.
+    gelu_gemm=(
+        (32768, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4, programs_per_sm=2)),
+        (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3, programs_per_sm=1)),
+    ),
     # Stages 3 and 4 load their operands by TMA: at M=131072 stage 3 takes 499 us in 128x256 tiles vs
     # 545 (128x128) and 565 with pointer loads (128x128), at 17312 88 vs 85 and 88; stage 4 781 vs 864
     # (131072) and 103 vs 111 (17312) us (results/tma_7670f1e.json). A TMA-fed stage 2 was slower:

@@ -133,9 +133,10 @@ def barrier_counters(device: torch.device) -> torch.Tensor:
 
 
 def _blocks(t: torch.Tensor, rows: int, cols: int) -> TensorDescriptor:
-    """A TMA descriptor of the 2-D workspace `t`, in rows x cols blocks (the caching allocator's
-    blocks are 512-byte aligned, as TMA needs)."""
-    return TensorDescriptor.from_tensor(t, [rows, cols])
+    """A TMA descriptor of the 2-D tensor `t`, in rows x cols blocks. TMA needs a 16-byte aligned
+    base: the workspaces are (the caching allocator's blocks are 512-byte aligned); a caller's
+    tensor that is not is copied first."""
+    return TensorDescriptor.from_tensor(t if t.data_ptr() % 16 == 0 else t.clone(), [rows, cols])
 
 
 def _gemm_meta(g: GemmConfig) -> dict:
@@ -175,9 +176,11 @@ def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan:
 def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan: LaunchPlan) -> list[Launch]:
     """One launch per stage, each with its own configuration."""
     M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
-    g2, g3, g4 = plan.gelu_gemm, for_tokens(plan.input_gemm, M), plan.weight_gemm
-    row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
+    g2, g3, g4 = for_tokens(plan.gelu_gemm, M), for_tokens(plan.input_gemm, M), plan.weight_gemm
+    sms = multiprocessor_count(device)
+    row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * sms))
     bias_partial_rows = triton.cdiv(M, g2.block_m)
+    gelu_tiles = bias_partial_rows * (I // g2.block_n)
     ws = Workspace.allocate(dims, row_programs, bias_partial_rows)
     return [
         Launch(layernorm_backward_kernel, (row_programs + fp16_chunks(M, H, I, plan.fp16_chunk),),
@@ -186,8 +189,10 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
                 ws.gelu_output_f16, ws.fc1_weight_f16, ws.fc2_weight_f16, ws.ln_partials, M, row_programs),
                dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=plan.fp16_chunk),
                dict(num_warps=plan.layernorm_warps)),
-        Launch(gelu_backward_gemm_kernel, (bias_partial_rows * (I // g2.block_n),),
-               (ws.grad_residual_f16, ws.fc2_weight_f16, x.fc1_output, ws.grad_fc1_output, ws.bias_partials, M),
+        Launch(gelu_backward_gemm_kernel, (max(1, min(gelu_tiles, g2.programs_per_sm * sms)),),
+               (_blocks(ws.grad_residual_f16, g2.block_m, g2.block_k),
+                *(_blocks(w, g2.block_k, g2.block_n) for w in ws.fc2_weight_f16),  # hi, lo
+                _blocks(x.fc1_output.view(M, I), g2.block_m, g2.block_n), ws.grad_fc1_output, ws.bias_partials, M),
                dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, FC2_WEIGHT_LO=plan.fc2_weight_lo),
                _gemm_options(g2)),
         Launch(input_grad_gemm_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),

@@ -8,6 +8,9 @@ GEMM operands are fp16 (rounded by stage 1; optionally fc2_weight's remainder as
 fp32 accumulation (see README: fp16 operands pass 042's tolerance, bf16 and Triton's default TF32
 truncation do not). `grad_fc1_output` is stored in
 fp16 because its only later uses are as a GEMM operand; the bias sums use the fp32 values.
+
+`gelu_backward_tile` (pointer loads, one tile) is the one-launch path's; the stage-2 kernel is
+persistent and loads its operands by TMA (faster: configs.py).
 """
 
 import triton
@@ -59,7 +62,12 @@ def gelu_backward_tile(
 
 @triton.jit
 def gelu_backward_gemm_kernel(
-    grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials,
+    grad_residual,  # tensor descriptor: (M, H) fp16, BLOCK_M x BLOCK_K blocks
+    fc2_weight,  # tensor descriptor: (H, I) fp16, the hi part, BLOCK_K x BLOCK_N blocks
+    fc2_weight_lo,  # tensor descriptor: (H, I) fp16, the lo part (read only if FC2_WEIGHT_LO)
+    fc1_output,  # tensor descriptor: (M, I) fp32, BLOCK_M x BLOCK_N blocks
+    grad_fc1_output,  # out (M, I) fp16
+    bias_partials,  # out (cdiv(M, BLOCK_M), I) fp32
     M,
     H: tl.constexpr,
     I: tl.constexpr,
@@ -69,7 +77,22 @@ def gelu_backward_gemm_kernel(
     GROUP_M: tl.constexpr,
     FC2_WEIGHT_LO: tl.constexpr,
 ):
-    tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), I // BLOCK_N, GROUP_M)
-    gelu_backward_tile(tile_m, tile_n, grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials,
-                       M, H, I, BLOCK_M, BLOCK_N, BLOCK_K, FC2_WEIGHT_LO)
-
+    """gelu_backward_tile's arithmetic, persistent and fed by TMA: each program loops over the tiles
+    pid, pid + programs, ..., so that the loads of its next tile overlap the epilogue of this one (the
+    K loop is only H / BLOCK_K steps long). Rows past M load as zeros: they add nothing to the bias
+    sums and are not stored."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
+        tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
+        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k in range(0, H, BLOCK_K):
+            a = grad_residual.load([row, k])
+            acc = tl.dot(a, fc2_weight.load([k, col]), acc)
+            if FC2_WEIGHT_LO:
+                acc = tl.dot(a, fc2_weight_lo.load([k, col]), acc)
+        d = acc * gelu_tanh_grad(fc1_output.load([row, col]))
+        rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
+        cols = col + tl.arange(0, BLOCK_N)
+        tl.store(grad_fc1_output + rows[:, None] * I + cols[None, :], d.to(tl.float16), mask=(rows < M)[:, None])
+        tl.store(bias_partials + tile_m * I + cols, tl.sum(d, axis=0))

@@ -13,6 +13,7 @@ import torch
 import reference
 from reference.fixtures import FIXTURE_TOLERANCE
 from solution import configs
+from solution.arguments import MIN_SIZE
 from solution.ffn_backward import run as solution_run
 
 # Live draws are compared with the reference on the same inputs under FIXTURE_TOLERANCE, the tightest
@@ -89,16 +90,36 @@ def test_one_launch_per_stage_path(batch_size, seq_len, device, nan_outputs, out
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
-@pytest.mark.parametrize("entry", range(len(configs.PLANS["cpu"].input_gemm)))
-def test_stage_3_tiles(entry, device, nan_outputs, outputs_pass, monkeypatch):
-    """Every entry of stage 3's by-token tile table, on a small shape (rows past M masked)."""
+BY_TOKEN_TABLES = [pytest.param(field, entry, id=f"{field}-{entry}")
+                   for field in ("gelu_gemm", "input_gemm") for entry in range(len(getattr(configs.PLANS["cpu"], field)))]
+
+
+@pytest.mark.parametrize("field, entry", BY_TOKEN_TABLES)
+def test_stage_tiles_by_tokens(field, entry, device, nan_outputs, outputs_pass, monkeypatch):
+    """Every entry of the stages' by-token tile tables, on a small shape (rows past M masked)."""
     arch = configs.architecture(device)
     plan = configs.PLANS[arch]
-    tiles = plan.input_gemm[min(entry, len(plan.input_gemm) - 1)][1]
+    table = getattr(plan, field)
+    tiles = table[min(entry, len(table) - 1)][1]
     monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(
-        plan, single_launch=None, input_gemm=((configs.ANY_TOKENS, tiles),)))
+        plan, single_launch=None, **{field: ((configs.ANY_TOKENS, tiles),)}))
     inputs = draw(2, 37, device, seed=300 + entry)
     outputs = nan_outputs(2, 37, device)
+    call(inputs, outputs)
+    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
+def test_unaligned_fc1_output(device, nan_outputs, outputs_pass, monkeypatch):
+    """fc1_output at an address TMA cannot take (4 bytes past a 16-byte boundary): stage 2 reads a copy."""
+    arch = configs.architecture(device)
+    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(configs.PLANS[arch], single_launch=None))
+    named = dict(zip(reference.INPUT_NAMES, draw(1, 19, device, seed=350)))
+    fc1_output = named["fc1_output"]
+    storage = torch.empty(fc1_output.numel() + 1, device=device)
+    unaligned = storage[1:].view_as(fc1_output).copy_(fc1_output)
+    assert unaligned.data_ptr() % 16 != 0
+    inputs = replaced(tuple(named.values()), fc1_output=unaligned)
+    outputs = nan_outputs(1, 19, device)
     call(inputs, outputs)
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
@@ -113,6 +134,18 @@ def test_stage_2_with_fc2_weight_lo(device, nan_outputs, outputs_pass, monkeypat
         outputs = nan_outputs(2, 37, device)
         call(inputs, outputs)
         outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
+def test_tiles_cover_min_size():
+    """No tile is wider than the smallest H and I that check_arguments accepts (a wider tile would
+    leave a dimension with no tile, its outputs unwritten)."""
+    for arch, plan in configs.PLANS.items():
+        gemms = [plan.weight_gemm, *(c for _, c in plan.gelu_gemm + plan.input_gemm)]
+        if plan.single_launch is not None:
+            s = plan.single_launch
+            gemms += [s.gelu_gemm, s.input_gemm, s.weight_gemm]
+        for g in gemms:
+            assert max(g.block_m, g.block_n, g.block_k) <= MIN_SIZE, (arch, g)
 
 
 def test_plans_run_every_phase():
