@@ -119,7 +119,9 @@ def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
     if plan.single_launch is not None:
         limit = plan.single_launch.max_tokens
         sizes = [min(256, limit), min(255, limit - 1), 1, limit + 16 - limit % 16, limit + 1]
-    sizes += [n for limit, _ in plan.input_gemm[:-1] for n in (limit + 16 - limit % 16, limit + 1)]  # stage 3's other tiles
+    # the other entries of stages 2's and 3's by-token tile tables
+    sizes += [n for table in (plan.gelu_gemm, plan.input_gemm) for limit, _ in table[:-1]
+              for n in (limit + 16 - limit % 16, limit + 1)]
     return [(tokens, launch) for tokens in sizes for launch in _launches(plan, tokens)]
 
 
