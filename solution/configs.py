@@ -80,18 +80,15 @@ _HOPPER = LaunchPlan(
     # 1069 at M=131072, results/stages_120d9f6.json; the copy was then in stage 2's epilogue, where
     # it cost stage 2 as much as it now costs stage 1: results/gelu_590a2c0.json, PERFORMANCE.md v6)
     fp16_chunk=8192,
-    # fp16 operands (hi only): 1123 us vs 1130 (3 stages), 1287 (128x64x64), 1148-1448 (other
-    # shapes, warps, stages) at M=131072; 158 vs 163 (3 stages) and 185 (128x64x64) us at 17312
-    # (results/stage2_ae1f721.json, stage2_fa5854d.json)
-    # Stage 2 persistent and fed by TMA (bench/stage2_anatomy.py ws, do_bench): at 7184 tokens 64x128
-    # tiles with 2 programs per SM take 67.9 us vs 89.3 one tile a program with pointer loads (the
-    # previous kernel) and 70.9-80.6 in 128x128 tiles; at 131072 128x256 tiles with one program per
-    # SM take 1020 us vs 1241, 64x128 x2 1155, 128x128 1115-1281 (results/ws_714788b.json).
-    # Warp specialization (tl.range) added nothing or failed to compile.
-    gelu_gemm=(
-        (32768, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4, programs_per_sm=2)),
-        (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3, programs_per_sm=1)),
-    ),
+    # Stage 2 persistent and fed by TMA. In the pipeline (profile_stages, CUPTI kernel times) 64x128
+    # tiles, 3 stages, 3 programs per SM take 60 / 130 / 497 / 972 us at 7184 / 17312 / 69568 / 131072
+    # tokens, vs 65 / 151 / 547 / 1068 with 2 programs and 4 stages, 78 / 159 / 544 / 1070 in 128x256
+    # tiles (one per SM) and 74-637-1216 in 128x128 (results/stage2_64aa1e5.json); the previous
+    # one-tile-a-program kernel with pointer loads took 71 / 157 / 588 / 1097 (results/input_6224ba6.json,
+    # eval_nobaselines_8b5f211.json). Warp specialization (tl.range) added nothing or failed to
+    # compile (bench/stage2_anatomy.py ws, results/ws_714788b.json). Three programs fit an SM's
+    # registers (168 a thread) and shared memory (72 KiB each; bench/compile_check.py).
+    gelu_gemm=((ANY_TOKENS, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3, programs_per_sm=3)),),
     # Stages 3 and 4 load their operands by TMA: at M=131072 stage 3 takes 499 us in 128x256 tiles vs
     # 545 (128x128) and 565 with pointer loads (128x128), at 17312 88 vs 85 and 88; stage 4 781 vs 864
     # (131072) and 103 vs 111 (17312) us (results/tma_7670f1e.json). A TMA-fed stage 2 was slower:
