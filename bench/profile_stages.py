@@ -38,8 +38,8 @@ SWEEPS = {"large": [
     *({"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"weight_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
 ], "layernorm": [  # stage 1 streams ~23 KB a token: occupancy (registers) and bytes in flight
-    {"layernorm_block_m": 4}, {"layernorm_block_m": 2}, {"layernorm_warps": 8},
-    {"layernorm_warps": 8, "layernorm_block_m": 16}, {"layernorm_waves": 8}, {"fp16_chunk": 4096},
+    {"layernorm_block_m": 4}, {"layernorm_warps": 8}, {"layernorm_waves": 8}, {"layernorm_waves": 2},
+    {"fp16_chunk": 4096}, {"fp16_chunk": 16384},
 ], "small": [
     {"single_launch": None},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
