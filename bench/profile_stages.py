@@ -40,6 +40,8 @@ SWEEPS = {"large": [
 ], "layernorm": [  # stage 1 streams ~23 KB a token: occupancy (registers) and bytes in flight
     {"layernorm_block_m": 4}, {"layernorm_warps": 8}, {"layernorm_waves": 8}, {"layernorm_waves": 2},
     {"fp16_chunk": 4096}, {"fp16_chunk": 16384},
+], "chunk": [  # elements per fp16-rounding chunk (stage 1 and the one launch's phase 1)
+    {"fp16_chunk": 4096}, {"fp16_chunk": 16384},  # 32768 spills (1.8 KB in stage 1)
 ], "small": [
     {"single_launch": None},
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
