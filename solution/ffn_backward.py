@@ -191,7 +191,8 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
                dict(num_warps=plan.layernorm_warps)),
         Launch(gelu_backward_gemm_kernel, (max(1, min(gelu_tiles, g2.programs_per_sm * sms)),),
                (_blocks(ws.grad_residual_f16, g2.block_m, g2.block_k),
-                *(_blocks(w, g2.block_k, g2.block_n) for w in ws.fc2_weight_f16),  # hi, lo
+                _blocks(ws.fc2_weight_f16[0], g2.block_k, g2.block_n),  # hi
+                _blocks(ws.fc2_weight_f16[1], g2.block_k, g2.block_n) if plan.fc2_weight_lo else None,  # lo
                 _blocks(x.fc1_output.view(M, I), g2.block_m, g2.block_n), ws.grad_fc1_output, ws.bias_partials, M),
                dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, FC2_WEIGHT_LO=plan.fc2_weight_lo),
                _gemm_options(g2)),

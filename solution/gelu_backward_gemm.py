@@ -64,7 +64,7 @@ def gelu_backward_tile(
 def gelu_backward_gemm_kernel(
     grad_residual,  # tensor descriptor: (M, H) fp16, BLOCK_M x BLOCK_K blocks
     fc2_weight,  # tensor descriptor: (H, I) fp16, the hi part, BLOCK_K x BLOCK_N blocks
-    fc2_weight_lo,  # tensor descriptor: (H, I) fp16, the lo part (read only if FC2_WEIGHT_LO)
+    fc2_weight_lo,  # tensor descriptor: (H, I) fp16, the lo part, if FC2_WEIGHT_LO (else None)
     fc1_output,  # tensor descriptor: (M, I) fp32, BLOCK_M x BLOCK_N blocks
     grad_fc1_output,  # out (M, I) fp16
     bias_partials,  # out (cdiv(M, BLOCK_M), I) fp32
