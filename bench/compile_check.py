@@ -79,8 +79,8 @@ def _signature(launch) -> tuple[dict, dict, dict]:
             sig[name] = native_specialize_impl(BaseBackend, value, False, True, True)[0]
         elif isinstance(value, float):
             sig[name] = "fp32"
-        elif value == 1:
-            constants[name] = 1
+        elif value is None or value == 1:  # the JIT makes both constants
+            constants[name] = value
         else:
             sig[name] = "i32"
             attrs[index] = BaseBackend.parse_attr(BaseBackend.get_int_specialization(value, align=True))
