@@ -122,7 +122,7 @@ def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
     # the other entries of stages 2's and 3's by-token tile tables
     sizes += [n for table in (plan.gelu_gemm, plan.input_gemm) for limit, _ in table[:-1]
               for n in (limit + 16 - limit % 16, limit + 1)]
-    return [(tokens, launch) for tokens in sizes for launch in _launches(plan, tokens)]
+    return [(tokens, launch) for tokens in dict.fromkeys(sizes) for launch in _launches(plan, tokens)]
 
 
 def _launches(plan: configs.LaunchPlan, tokens: int):

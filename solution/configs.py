@@ -26,7 +26,9 @@ class GemmConfig:
     num_warps: int
     num_stages: int
     group_m: int = 8
-    programs_per_sm: int = 1  # a persistent kernel's (stage 2's): its programs loop over the tiles
+    # 0: a program per output tile. Stage 2 only: n > 0 runs its persistent kernel (TMA loads), n
+    # programs per SM looping over the tiles
+    programs_per_sm: int = 0
 
 
 @dataclass(frozen=True)
@@ -83,12 +85,18 @@ _HOPPER = LaunchPlan(
     # Stage 2 persistent and fed by TMA. In the pipeline (profile_stages, CUPTI kernel times) 64x128
     # tiles, 3 stages, 3 programs per SM take 60 / 130 / 497 / 972 us at 7184 / 17312 / 69568 / 131072
     # tokens, vs 65 / 151 / 547 / 1068 with 2 programs and 4 stages, 78 / 159 / 544 / 1070 in 128x256
-    # tiles (one per SM) and 74-637-1216 in 128x128 (results/stage2_64aa1e5.json); the previous
-    # one-tile-a-program kernel with pointer loads took 71 / 157 / 588 / 1097 (results/input_6224ba6.json,
+    # tiles (one per SM) and 74-637-1216 in 128x128 (results/stage2_64aa1e5.json); the one-tile kernel
+    # with pointer loads took 71 / 157 / 588 / 1097 (results/input_6224ba6.json,
     # eval_nobaselines_8b5f211.json). Warp specialization (tl.range) added nothing or failed to
     # compile (bench/stage2_anatomy.py ws, results/ws_714788b.json). Three programs fit an SM's
     # registers (168 a thread) and shared memory (72 KiB each; bench/compile_check.py).
-    gelu_gemm=((ANY_TOKENS, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3, programs_per_sm=3)),),
+    # At 2984 tokens the persistent kernel is faster (27 vs 35 us) but the whole call is not: 146 vs
+    # 104 us, with 53 us of idle GPU between the kernels instead of 4 (results/layernorm_b170e77.json
+    # vs input_6224ba6.json; not yet explained). Up to 4096 tokens stage 2 keeps the one-tile kernel.
+    gelu_gemm=(
+        (4096, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)),
+        (ANY_TOKENS, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3, programs_per_sm=3)),
+    ),
     # Stages 3 and 4 load their operands by TMA: at M=131072 stage 3 takes 499 us in 128x256 tiles vs
     # 545 (128x128) and 565 with pointer loads (128x128), at 17312 88 vs 85 and 88; stage 4 781 vs 864
     # (131072) and 103 vs 111 (17312) us (results/tma_7670f1e.json). A TMA-fed stage 2 was slower:

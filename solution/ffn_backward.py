@@ -34,7 +34,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .arguments import Dims, check_arguments
 from .configs import GemmConfig, LaunchPlan, for_tokens, launch_plan, multiprocessor_count
-from .gelu_backward_gemm import gelu_backward_gemm_kernel
+from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
 from .single_launch import ffn_backward_single_launch_kernel
@@ -173,14 +173,31 @@ def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan:
     )]
 
 
+def gelu_backward_launch(g: GemmConfig, dims: Dims, ws: Workspace, fc1_output: torch.Tensor, lo: bool) -> Launch:
+    """Stage 2: a program per tile (pointer loads), or `g.programs_per_sm` programs per SM looping
+    over the tiles, their operands moved by TMA."""
+    M, H, I = dims.tokens, dims.hidden, dims.intermediate
+    tiles = triton.cdiv(M, g.block_m) * (I // g.block_n)
+    meta = dict(H=H, I=I, **_gemm_meta(g), GROUP_M=g.group_m, FC2_WEIGHT_LO=lo)
+    if g.programs_per_sm == 0:
+        return Launch(gelu_backward_gemm_kernel, (tiles,),
+                      (ws.grad_residual_f16, ws.fc2_weight_f16, fc1_output, ws.grad_fc1_output, ws.bias_partials, M),
+                      meta, _gemm_options(g))
+    hi, lo_part = ws.fc2_weight_f16
+    programs = max(1, min(tiles, g.programs_per_sm * multiprocessor_count(dims.device)))
+    return Launch(gelu_backward_persistent_kernel, (programs,),
+                  (_blocks(ws.grad_residual_f16, g.block_m, g.block_k), _blocks(hi, g.block_k, g.block_n),
+                   _blocks(lo_part, g.block_k, g.block_n) if lo else None,
+                   _blocks(fc1_output.view(M, I), g.block_m, g.block_n), ws.grad_fc1_output, ws.bias_partials, M),
+                  meta, _gemm_options(g))
+
+
 def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan: LaunchPlan) -> list[Launch]:
     """One launch per stage, each with its own configuration."""
     M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
     g2, g3, g4 = for_tokens(plan.gelu_gemm, M), for_tokens(plan.input_gemm, M), plan.weight_gemm
-    sms = multiprocessor_count(device)
-    row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * sms))
+    row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
     bias_partial_rows = triton.cdiv(M, g2.block_m)
-    gelu_tiles = bias_partial_rows * (I // g2.block_n)
     ws = Workspace.allocate(dims, row_programs, bias_partial_rows)
     return [
         Launch(layernorm_backward_kernel, (row_programs + fp16_chunks(M, H, I, plan.fp16_chunk),),
@@ -189,13 +206,7 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
                 ws.gelu_output_f16, ws.fc1_weight_f16, ws.fc2_weight_f16, ws.ln_partials, M, row_programs),
                dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=plan.fp16_chunk),
                dict(num_warps=plan.layernorm_warps)),
-        Launch(gelu_backward_gemm_kernel, (max(1, min(gelu_tiles, g2.programs_per_sm * sms)),),
-               (_blocks(ws.grad_residual_f16, g2.block_m, g2.block_k),
-                _blocks(ws.fc2_weight_f16[0], g2.block_k, g2.block_n),  # hi
-                _blocks(ws.fc2_weight_f16[1], g2.block_k, g2.block_n) if plan.fc2_weight_lo else None,  # lo
-                _blocks(x.fc1_output.view(M, I), g2.block_m, g2.block_n), ws.grad_fc1_output, ws.bias_partials, M),
-               dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, FC2_WEIGHT_LO=plan.fc2_weight_lo),
-               _gemm_options(g2)),
+        gelu_backward_launch(g2, dims, ws, x.fc1_output, plan.fc2_weight_lo),
         Launch(input_grad_gemm_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),
                (_blocks(ws.grad_fc1_output, g3.block_m, g3.block_k), _blocks(ws.fc1_weight_f16, g3.block_k, g3.block_n),
                 _blocks(ws.grad_residual, g3.block_m, g3.block_n), y.grad_hidden_states, M),

@@ -9,8 +9,9 @@ fp32 accumulation (see README: fp16 operands pass 042's tolerance, bf16 and Trit
 truncation do not). `grad_fc1_output` is stored in
 fp16 because its only later uses are as a GEMM operand; the bias sums use the fp32 values.
 
-`gelu_backward_tile` (pointer loads, one tile) is the one-launch path's; the stage-2 kernel is
-persistent and loads its operands by TMA (faster: configs.py).
+`gelu_backward_tile` (pointer loads, one tile) serves the one-launch path and, a tile a program,
+stage 2 at few tokens; from more tokens on stage 2 is persistent and loads its operands by TMA
+(`gelu_backward_persistent_kernel`; the choice and its measurements: configs.py).
 """
 
 import triton
@@ -62,6 +63,24 @@ def gelu_backward_tile(
 
 @triton.jit
 def gelu_backward_gemm_kernel(
+    grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials,  # as in gelu_backward_tile
+    M,
+    H: tl.constexpr,
+    I: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    FC2_WEIGHT_LO: tl.constexpr,
+):
+    """One tile a program, pointer loads (few tokens: configs.py)."""
+    tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), I // BLOCK_N, GROUP_M)
+    gelu_backward_tile(tile_m, tile_n, grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials,
+                       M, H, I, BLOCK_M, BLOCK_N, BLOCK_K, FC2_WEIGHT_LO)
+
+
+@triton.jit
+def gelu_backward_persistent_kernel(
     grad_residual,  # tensor descriptor: (M, H) fp16, BLOCK_M x BLOCK_K blocks
     fc2_weight,  # tensor descriptor: (H, I) fp16, the hi part, BLOCK_K x BLOCK_N blocks
     fc2_weight_lo,  # tensor descriptor: (H, I) fp16, the lo part, if FC2_WEIGHT_LO (else None)
