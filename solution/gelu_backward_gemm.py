@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from .gelu import gelu_tanh_grad
-from .tiling import grouped_tile
+from .tiling import grouped_tile, store_tile
 
 
 @triton.jit
@@ -111,7 +111,5 @@ def gelu_backward_persistent_kernel(
             if FC2_WEIGHT_LO:
                 acc = tl.dot(a, fc2_weight_lo.load([k, col]), acc)
         d = acc * gelu_tanh_grad(fc1_output.load([row, col]))
-        rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
-        cols = col + tl.arange(0, BLOCK_N)
-        tl.store(grad_fc1_output + rows[:, None] * I + cols[None, :], d.to(tl.float16), mask=(rows < M)[:, None])
-        tl.store(bias_partials + tile_m * I + cols, tl.sum(d, axis=0))
+        store_tile(grad_fc1_output, d.to(tl.float16), row, col, M, I, BLOCK_M, BLOCK_N)
+        tl.store(bias_partials + tile_m * I + col + tl.arange(0, BLOCK_N), tl.sum(d, axis=0))

@@ -9,7 +9,7 @@ operands by TMA from the workspaces (faster in its 128 x 256 tiles: configs.py).
 import triton
 import triton.language as tl
 
-from .tiling import grouped_tile
+from .tiling import grouped_tile, store_tile
 
 
 @triton.jit
@@ -63,7 +63,4 @@ def input_grad_gemm_kernel(
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k in range(0, I, BLOCK_K):
         acc = tl.dot(grad_fc1_output.load([row, k]), fc1_weight.load([k, col]), acc)
-    acc += grad_residual.load([row, col])
-    rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
-    cols = col + tl.arange(0, BLOCK_N)
-    tl.store(grad_hidden_states + rows[:, None] * H + cols[None, :], acc, mask=(rows < M)[:, None])
+    store_tile(grad_hidden_states, acc + grad_residual.load([row, col]), row, col, M, H, BLOCK_M, BLOCK_N)
