@@ -99,7 +99,7 @@ _HOPPER = LaunchPlan(
     ),
     # Stages 3 and 4 load their operands by TMA: at M=131072 stage 3 takes 499 us in 128x256 tiles vs
     # 545 (128x128) and 565 with pointer loads (128x128), at 17312 88 vs 85 and 88; stage 4 781 vs 864
-    # (131072) and 103 vs 111 (17312) us (results/tma_7670f1e.json). A TMA-fed stage 2 was slower:
+    # (131072) and 103 vs 111 (17312) us (results/tma_7670f1e.json). Stage 2 fed by TMA a tile a program was slower:
     # 1292 vs 1162 us (64x128), 1403-1495 in larger tiles.
     # Stage 3 at few tokens: 128x256 tiles leave SMs idle (2 x 24 tiles at 2984 tokens). 64x128 tiles
     # take 16 vs 27 us at 2984 and 17 vs 28 at 3602; from 7184 tokens on 128x256 is best or within
