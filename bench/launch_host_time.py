@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import statistics
 import sys
@@ -55,7 +56,7 @@ def pre_encoded_prepare(launch, stream):
             compiled.packed_metadata, compiled.launch_metadata(grid, stream, *args),
             knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
     wrapper = launcher.launch
-    if wrapper.__closure__ is None:  # no tensor descriptors: the launcher itself
+    if getattr(wrapper, "__closure__", None) is None:  # no tensor descriptors: the (C) launcher itself
         return lambda: wrapper(*base, *args)
     cells = dict(zip(wrapper.__code__.co_freevars, (c.cell_contents for c in wrapper.__closure__)))
     raw, indices, metas = cells["launcher"], cells["tensordesc_indices"], iter(cells["tensordesc_meta"])
@@ -68,6 +69,7 @@ def pre_encoded_prepare(launch, stream):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[2984, 3602])
+    parser.add_argument("--rounds", type=int, default=2, help="passes over the variants (the first pays warm-up)")
     parser.add_argument("--out", default="out/launch_host_time.json")
     args = parser.parse_args(argv)
     device = torch.device("cuda")
@@ -80,14 +82,14 @@ def main(argv=None) -> int:
     try:
         for tokens in args.tokens:
             inputs, outputs = _inputs(tokens, device)
-            for name, prepare, plan in variants:
+            for round_, (name, prepare, plan) in itertools.product(range(args.rounds), variants):
                 ffn_backward.Launch.prepare, configs.PLANS["sm_90"] = prepare, plan
                 HOST_US.clear()
                 result = time_call(ffn_backward.run, list(inputs), outputs, warmup=10, rep=50)
                 by_kernel: dict[str, list[float]] = {}
                 for kernel, us in HOST_US:
                     by_kernel.setdefault(kernel, []).append(us)
-                rows.append({"tokens": tokens, "variant": name, "official_us": 1000 * result.median_ms,
+                rows.append({"tokens": tokens, "round": round_, "variant": name, "official_us": 1000 * result.median_ms,
                              "kernels_us": {k: 1000 * v for k, v in result.activity_ms.items()},
                              "host_us_per_launch": {k: statistics.median(v) for k, v in by_kernel.items()}})
                 print(json.dumps(rows[-1]), flush=True)

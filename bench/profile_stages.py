@@ -64,10 +64,11 @@ SWEEPS = {"large": [
 ], "gelu": [  # stage 2 (with fc2_weight's remainder): larger tiles
     *({"gelu_gemm": _all_tokens(g), "fc2_weight_lo": lo}
       for g in (GemmConfig(256, 64, 64, 8, 3), GemmConfig(128, 128, 64, 8, 3)) for lo in (True, False)),
-], "stage2": [  # stage 2 (persistent, TMA-fed): tile shape, pipeline depth, programs per SM
+], "stage2": [  # stage 2 (persistent, TMA-fed) at every token count: tile shape, pipeline depth, programs per SM
     {"gelu_gemm": _all_tokens(g)} for g in (
         GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4), GemmConfig(64, 128, 32, 4, 4, programs_per_sm=3),
-        GemmConfig(128, 64, 64, 4, 3, programs_per_sm=3), GemmConfig(64, 128, 64, 4, 3, programs_per_sm=2))
+        GemmConfig(128, 64, 64, 4, 3, programs_per_sm=3), GemmConfig(64, 128, 64, 4, 3, programs_per_sm=2),
+        GemmConfig(64, 128, 64, 4, 3, programs_per_sm=3), GemmConfig(64, 128, 64, 4, 4, programs_per_sm=3))
 ], "near_limit": [  # the one launch's tiles and programs per SM near its limit, and four launches
     {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
     {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
