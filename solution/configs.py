@@ -70,6 +70,9 @@ class LaunchPlan:
     # 2048 elements fall outside (worst 1.27 of the bound; the check needs 99% inside). See README,
     # Precision.
     fc2_weight_lo: bool
+    # Where stage 2 is persistent (GemmConfig.programs_per_sm > 0), its epilogue rounds gelu_output
+    # to fp16 too, tile by tile, instead of stage 1's streaming pass (bench/profile_stages.py --sweep gelu_copy)
+    round_gelu_in_stage2: bool = False
 
 
 # H200 measurements behind each choice, cited beside it (results/*.json, written by

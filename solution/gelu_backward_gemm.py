@@ -85,7 +85,9 @@ def gelu_backward_persistent_kernel(
     fc2_weight,  # tensor descriptor: (H, I) fp16, the hi part, BLOCK_K x BLOCK_N blocks
     fc2_weight_lo,  # tensor descriptor: (H, I) fp16, the lo part, if FC2_WEIGHT_LO (else None)
     fc1_output,  # tensor descriptor: (M, I) fp32, BLOCK_M x BLOCK_N blocks
+    gelu_output,  # tensor descriptor: (M, I) fp32, BLOCK_M x BLOCK_N blocks, if ROUND_GELU (else None)
     grad_fc1_output,  # out (M, I) fp16
+    gelu_output_f16,  # out (M, I) fp16, if ROUND_GELU (else None)
     bias_partials,  # out (cdiv(M, BLOCK_M), I) fp32
     M,
     H: tl.constexpr,
@@ -95,11 +97,13 @@ def gelu_backward_persistent_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     FC2_WEIGHT_LO: tl.constexpr,
+    ROUND_GELU: tl.constexpr,  # also round gelu_output's tile to fp16 (configs.LaunchPlan.round_gelu_in_stage2)
 ):
     """gelu_backward_tile's arithmetic, persistent and fed by TMA: each program loops over the tiles
     pid, pid + programs, ..., so that the loads of its next tile overlap the epilogue of this one (the
     K loop is only H / BLOCK_K steps long). Rows past M load as zeros: they add nothing to the bias
-    sums and are not stored."""
+    sums and are not stored. gelu_output has the shape of grad_fc1_output, so with ROUND_GELU each
+    tile also rounds the same tile of it for stage 4 (stage 1 then leaves it out)."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
         tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
@@ -113,3 +117,5 @@ def gelu_backward_persistent_kernel(
         d = acc * gelu_tanh_grad(fc1_output.load([row, col]))
         store_tile(grad_fc1_output, d.to(tl.float16), row, col, M, I, BLOCK_M, BLOCK_N)
         tl.store(bias_partials + tile_m * I + col + tl.arange(0, BLOCK_N), tl.sum(d, axis=0))
+        if ROUND_GELU:
+            store_tile(gelu_output_f16, gelu_output.load([row, col]).to(tl.float16), row, col, M, I, BLOCK_M, BLOCK_N)

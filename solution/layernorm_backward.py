@@ -21,7 +21,7 @@ streaming pass keeps its 8 KB a token of fp32 reads out of stage 2's GEMM epilog
 is split into two fp16 parts, hi + lo. Stage 2 multiplies by lo too only if the plan asks
 (configs.LaunchPlan.fc2_weight_lo, off by default). That removes fc2_weight's rounding error from
 grad_fc1_output, and so from grad_fc1_bias (a sum of grad_fc1_output over all tokens), the output
-closest to its tolerance. The lo part is written either way (2 MB).
+closest to its tolerance. The lo part (2 MB) is written only then.
 """
 
 import triton
@@ -86,6 +86,7 @@ def round_to_fp16_chunk(
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK: tl.constexpr,
+    FC2_WEIGHT_LO: tl.constexpr,  # write lo too (only stage 2 with configs.LaunchPlan.fc2_weight_lo reads it)
 ):
     tl.static_assert(H * I % BLOCK == 0, "the weight chunks must cover both weights")
     weight_chunks: tl.constexpr = H * I // BLOCK
@@ -95,7 +96,8 @@ def round_to_fp16_chunk(
         w2 = tl.load(fc2_weight + offsets)
         hi = w2.to(tl.float16)
         tl.store(fc2_weight_f16 + offsets, hi)
-        tl.store(fc2_weight_f16 + H * I + offsets, (w2 - hi.to(tl.float32)).to(tl.float16))
+        if FC2_WEIGHT_LO:
+            tl.store(fc2_weight_f16 + H * I + offsets, (w2 - hi.to(tl.float32)).to(tl.float16))
     else:  # BLOCK elements of gelu_output, flat
         # 64-bit: M * I passes 2^31 from 2^20 tokens on
         flat = tl.cast(chunk - weight_chunks, tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -115,6 +117,7 @@ def layernorm_backward_kernel(
     I: tl.constexpr,
     BLOCK_M: tl.constexpr,
     CHUNK: tl.constexpr,
+    FC2_WEIGHT_LO: tl.constexpr,
 ):
     """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16."""
     pid = tl.program_id(0)
@@ -124,9 +127,10 @@ def layernorm_backward_kernel(
                                 M, H, BLOCK_M)
     else:
         round_to_fp16_chunk(pid - row_programs, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
-                            gelu_output_f16, M, H, I, CHUNK)
+                            gelu_output_f16, M, H, I, CHUNK, FC2_WEIGHT_LO)
 
 
-def fp16_chunks(M: int, H: int, I: int, block: int) -> int:
-    """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk), then gelu_output."""
-    return H * I // block + triton.cdiv(M * I, block)
+def fp16_chunks(M: int, H: int, I: int, block: int, gelu_output: bool = True) -> int:
+    """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk), then gelu_output
+    unless another stage rounds it."""
+    return H * I // block + (triton.cdiv(M * I, block) if gelu_output else 0)

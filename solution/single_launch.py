@@ -73,7 +73,7 @@ def ffn_backward_single_launch_kernel(
     # first ones) get fewer
     for chunk in range(num_programs - 1 - pid, H * I // CHUNK + tl.cdiv(M * I, CHUNK), num_programs):
         round_to_fp16_chunk(chunk, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
-                            gelu_output_f16, M, H, I, CHUNK)
+                            gelu_output_f16, M, H, I, CHUNK, FC2_WEIGHT_LO)
     grid_barrier(sync, num_programs)
     if PHASES < 2:
         return

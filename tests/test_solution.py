@@ -128,6 +128,21 @@ def test_unaligned_fc1_output(device, nan_outputs, outputs_pass, monkeypatch):
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
+@pytest.mark.parametrize("programs_per_sm", [0, 2])
+def test_gelu_rounded_in_stage2(programs_per_sm, device, nan_outputs, outputs_pass, monkeypatch):
+    """gelu_output rounded to fp16 by the persistent stage 2 instead of stage 1; the one-tile stage 2
+    leaves it to stage 1. Either way stage 4 must see every row of it (grad_fc2_weight)."""
+    arch = configs.architecture(device)
+    plan = configs.PLANS[arch]
+    gelu_gemm = dataclasses.replace(plan.gelu_gemm[-1][1], programs_per_sm=programs_per_sm)
+    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(
+        plan, single_launch=None, round_gelu_in_stage2=True, gelu_gemm=((configs.ANY_TOKENS, gelu_gemm),)))
+    inputs = draw(3, 29, device, seed=370 + programs_per_sm)
+    outputs = nan_outputs(3, 29, device)
+    call(inputs, outputs)
+    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
 def test_stage_2_with_fc2_weight_lo(device, nan_outputs, outputs_pass, monkeypatch):
     """The option of multiplying by fc2_weight's fp16 remainder too (hi + lo), on both paths."""
     arch = configs.architecture(device)
