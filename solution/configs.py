@@ -73,6 +73,9 @@ class LaunchPlan:
     # Where stage 2 is persistent (GemmConfig.programs_per_sm > 0), its epilogue rounds gelu_output
     # to fp16 too, tile by tile, instead of stage 1's streaming pass (bench/profile_stages.py --sweep gelu_copy)
     round_gelu_in_stage2: bool = False
+    # The multi-launch path's launches captured into a CUDA graph each call and replayed, so that the
+    # GPU runs them back to back (ffn_backward.replay_as_graph)
+    cuda_graph: bool = False
 
 
 # H200 measurements behind each choice, cited beside it (results/*.json, written by

@@ -271,7 +271,36 @@ def run(
             launch()
         return
     with torch.cuda.device(dims.device):  # Triton compiles for and launches on the current device
+        if len(launches) > 1 and launch_plan(dims.device).cuda_graph:
+            replay_as_graph(launches, dims.device)
+            return
         stream = torch.cuda.current_stream(dims.device).cuda_stream
         ready = [launch.prepare(stream) for launch in launches]  # all host work before the first launch
         for go in ready:
             go()
+
+
+_CAPTURE_STREAMS: dict = {}
+
+
+def replay_as_graph(launches: list[Launch], device: torch.device) -> None:
+    """Record `launches` into a CUDA graph, then launch that graph once on the current stream.
+
+    Each call records its own graph from its own arguments (nothing is reused between calls). The
+    recording is host work only, before anything runs on the GPU; the replay then is one launch
+    whose kernels follow each other without the host in between. Capture needs a stream other than
+    the default one; nothing runs on it.
+    """
+    if device not in _CAPTURE_STREAMS:
+        _CAPTURE_STREAMS[device] = torch.cuda.Stream(device)
+    capture = _CAPTURE_STREAMS[device]
+    ready = [launch.prepare(capture.cuda_stream) for launch in launches]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(capture):
+        graph.capture_begin(capture_error_mode="thread_local")
+        try:
+            for go in ready:
+                go()
+        finally:
+            graph.capture_end()
+    graph.replay()  # on the current stream; the graph is freed when its run completes

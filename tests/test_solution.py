@@ -143,6 +143,19 @@ def test_gelu_rounded_in_stage2(programs_per_sm, device, nan_outputs, outputs_pa
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
+def test_launches_as_cuda_graph(device, nan_outputs, outputs_pass, monkeypatch):
+    """The four launches recorded into a CUDA graph and replayed (on the CPU: launched one by one),
+    twice in a row with other arguments, so that the second call cannot reuse the first one's."""
+    arch = configs.architecture(device)
+    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(configs.PLANS[arch], single_launch=None,
+                                                                 cuda_graph=True))
+    for seed, (batch, seq) in ((380, (2, 37)), (381, (1, 50))):
+        inputs = draw(batch, seq, device, seed=seed)
+        outputs = nan_outputs(batch, seq, device)
+        call(inputs, outputs)
+        outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
 def test_stage_2_with_fc2_weight_lo(device, nan_outputs, outputs_pass, monkeypatch):
     """The option of multiplying by fc2_weight's fp16 remainder too (hi + lo), on both paths."""
     arch = configs.architecture(device)
