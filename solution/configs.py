@@ -74,7 +74,7 @@ class LaunchPlan:
     # to fp16 too, tile by tile, instead of stage 1's streaming pass (bench/profile_stages.py --sweep gelu_copy)
     round_gelu_in_stage2: bool = False
     # The multi-launch path's launches captured into a CUDA graph each call and replayed, so that the
-    # GPU runs them back to back (ffn_backward.replay_as_graph)
+    # GPU runs them back to back (cuda_graph.py)
     cuda_graph: bool = False
 
 

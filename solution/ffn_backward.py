@@ -34,6 +34,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .arguments import Dims, check_arguments
 from .configs import GemmConfig, LaunchPlan, for_tokens, launch_plan, multiprocessor_count
+from .cuda_graph import launch_as_graph
 from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
@@ -284,23 +285,11 @@ _CAPTURE_STREAMS: dict = {}
 
 
 def replay_as_graph(launches: list[Launch], device: torch.device) -> None:
-    """Record `launches` into a CUDA graph, then launch that graph once on the current stream.
-
-    Each call records its own graph from its own arguments (nothing is reused between calls). The
-    recording is host work only, before anything runs on the GPU; the replay then is one launch
-    whose kernels follow each other without the host in between. Capture needs a stream other than
-    the default one; nothing runs on it.
-    """
+    """`launches` recorded into a CUDA graph and launched as one (cuda_graph.py), on the current
+    stream. Recording needs a stream other than the default one (one per device, created once);
+    nothing runs on it."""
     if device not in _CAPTURE_STREAMS:
         _CAPTURE_STREAMS[device] = torch.cuda.Stream(device)
-    capture = _CAPTURE_STREAMS[device]
-    ready = [launch.prepare(capture.cuda_stream) for launch in launches]
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(capture):
-        graph.capture_begin(capture_error_mode="thread_local")
-        try:
-            for go in ready:
-                go()
-        finally:
-            graph.capture_end()
-    graph.replay()  # on the current stream; the graph is freed when its run completes
+    capture = _CAPTURE_STREAMS[device].cuda_stream
+    launch_as_graph([launch.prepare(capture) for launch in launches], capture,
+                    torch.cuda.current_stream(device).cuda_stream)
