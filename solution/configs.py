@@ -70,9 +70,10 @@ class LaunchPlan:
     # 2048 elements fall outside (worst 1.27 of the bound; the check needs 99% inside). See README,
     # Precision.
     fc2_weight_lo: bool
-    # Where stage 2 is persistent (GemmConfig.programs_per_sm > 0), its epilogue rounds gelu_output
-    # to fp16 too, tile by tile, instead of stage 1's streaming pass (bench/profile_stages.py --sweep gelu_copy)
-    round_gelu_in_stage2: bool = False
+    # From this many tokens on, where stage 2 is persistent (GemmConfig.programs_per_sm > 0), its
+    # epilogue rounds gelu_output to fp16 too, tile by tile, instead of stage 1's streaming pass
+    # (bench/profile_stages.py --sweep gelu_copy); ANY_TOKENS: never
+    round_gelu_in_stage2_from: int = ANY_TOKENS
     # The multi-launch path's launches captured into a CUDA graph each call and replayed, so that the
     # GPU runs them back to back (cuda_graph.py)
     cuda_graph: bool = False
@@ -120,7 +121,10 @@ _HOPPER = LaunchPlan(
     # over 16 workloads x 10 rounds: grad_fc1_bias 0.999023 matched (2 of 2048 out), worst 1.265 of
     # the bound (results/verify_lo_off_897e45f.json)
     fc2_weight_lo=False,
-    round_gelu_in_stage2=True,
+    # gelu_output rounded by stage 2 (CUPTI kernel times, same run): 131072 tokens 3042 vs 3108 us
+    # (stage 2 +285, stage 1 -348), 17312: 432 vs 437 (results/gelu_copy_6147b7f.json); but 11384:
+    # 335 vs 298, 7516: 228 vs 198, 2984: 105 vs 92 (stage 2 +18-66 us, results/gelu_copy_mid_263f7ed.json)
+    round_gelu_in_stage2_from=16384,
     cuda_graph=True,
     single_launch=SingleLaunchConfig(
         # one launch vs four (official timer): 128 tokens 31.4 vs 163.9 us (results/small_6760538.json).

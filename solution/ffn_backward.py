@@ -174,19 +174,18 @@ def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan:
     )]
 
 
-def gelu_backward_launch(g: GemmConfig, dims: Dims, ws: Workspace, x: SimpleNamespace, plan: LaunchPlan) -> Launch:
+def gelu_backward_launch(g: GemmConfig, dims: Dims, ws: Workspace, x: SimpleNamespace, lo: bool,
+                         round_gelu: bool) -> Launch:
     """Stage 2: a program per tile (pointer loads), or `g.programs_per_sm` programs per SM looping
-    over the tiles, their operands moved by TMA (and then, if the plan says, rounding gelu_output)."""
+    over the tiles, their operands moved by TMA (and then, if `round_gelu`, rounding gelu_output)."""
     M, H, I = dims.tokens, dims.hidden, dims.intermediate
     tiles = triton.cdiv(M, g.block_m) * (I // g.block_n)
-    lo = plan.fc2_weight_lo
     meta = dict(H=H, I=I, **_gemm_meta(g), GROUP_M=g.group_m, FC2_WEIGHT_LO=lo)
     if g.programs_per_sm == 0:
         return Launch(gelu_backward_gemm_kernel, (tiles,),
                       (ws.grad_residual_f16, ws.fc2_weight_f16, x.fc1_output, ws.grad_fc1_output, ws.bias_partials, M),
                       meta, _gemm_options(g))
     hi, lo_part = ws.fc2_weight_f16
-    round_gelu = plan.round_gelu_in_stage2
     programs = max(1, min(tiles, g.programs_per_sm * multiprocessor_count(dims.device)))
     return Launch(gelu_backward_persistent_kernel, (programs,),
                   (_blocks(ws.grad_residual_f16, g.block_m, g.block_k), _blocks(hi, g.block_k, g.block_n),
@@ -204,15 +203,15 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
     row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
     bias_partial_rows = triton.cdiv(M, g2.block_m)
     ws = Workspace.allocate(dims, row_programs, bias_partial_rows)
-    gelu_in_stage1 = not (plan.round_gelu_in_stage2 and g2.programs_per_sm > 0)
+    round_gelu = M >= plan.round_gelu_in_stage2_from and g2.programs_per_sm > 0
     return [
-        Launch(layernorm_backward_kernel, (row_programs + fp16_chunks(M, H, I, plan.fp16_chunk, gelu_in_stage1),),
+        Launch(layernorm_backward_kernel, (row_programs + fp16_chunks(M, H, I, plan.fp16_chunk, not round_gelu),),
                (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.gelu_output,
                 x.fc1_weight, x.fc2_weight, ws.grad_residual, ws.grad_residual_f16, ws.hidden_states_f16,
                 ws.gelu_output_f16, ws.fc1_weight_f16, ws.fc2_weight_f16, ws.ln_partials, M, row_programs),
                dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=plan.fp16_chunk, FC2_WEIGHT_LO=plan.fc2_weight_lo),
                dict(num_warps=plan.layernorm_warps)),
-        gelu_backward_launch(g2, dims, ws, x, plan),
+        gelu_backward_launch(g2, dims, ws, x, plan.fc2_weight_lo, round_gelu),
         Launch(input_grad_gemm_kernel, (triton.cdiv(M, g3.block_m) * (H // g3.block_n),),
                (_blocks(ws.grad_fc1_output, g3.block_m, g3.block_k), _blocks(ws.fc1_weight_f16, g3.block_k, g3.block_n),
                 _blocks(ws.grad_residual, g3.block_m, g3.block_n), y.grad_hidden_states, M),

@@ -97,7 +97,7 @@ def gelu_backward_persistent_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     FC2_WEIGHT_LO: tl.constexpr,
-    ROUND_GELU: tl.constexpr,  # also round gelu_output's tile to fp16 (configs.LaunchPlan.round_gelu_in_stage2)
+    ROUND_GELU: tl.constexpr,  # also round gelu_output's tile to fp16 (configs.LaunchPlan.round_gelu_in_stage2_from)
 ):
     """gelu_backward_tile's arithmetic, persistent and fed by TMA: each program loops over the tiles
     pid, pid + programs, ..., so that the loads of its next tile overlap the epilogue of this one (the

@@ -136,7 +136,7 @@ def test_gelu_rounded_in_stage2(programs_per_sm, device, nan_outputs, outputs_pa
     plan = configs.PLANS[arch]
     gelu_gemm = dataclasses.replace(plan.gelu_gemm[-1][1], programs_per_sm=programs_per_sm)
     monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(
-        plan, single_launch=None, round_gelu_in_stage2=True, gelu_gemm=((configs.ANY_TOKENS, gelu_gemm),)))
+        plan, single_launch=None, round_gelu_in_stage2_from=0, gelu_gemm=((configs.ANY_TOKENS, gelu_gemm),)))
     inputs = draw(3, 29, device, seed=370 + programs_per_sm)
     outputs = nan_outputs(3, 29, device)
     call(inputs, outputs)
