@@ -97,9 +97,10 @@ _HOPPER = LaunchPlan(
     # eval_nobaselines_8b5f211.json). Warp specialization (tl.range) added nothing or failed to
     # compile (bench/stage2_anatomy.py ws, results/ws_714788b.json). Three programs fit an SM's
     # registers (168 a thread) and shared memory (72 KiB each; bench/compile_check.py).
-    # At 2984 tokens the persistent kernel is faster (27 vs 35 us) but the whole call is not: 146 vs
-    # 104 us, with 53 us of idle GPU between the kernels instead of 4 (results/layernorm_b170e77.json
-    # vs input_6224ba6.json; not yet explained). Up to 4096 tokens stage 2 keeps the one-tile kernel.
+    # Below 4096 tokens too, now that the launches run as a CUDA graph (with four separate launches
+    # the call was slower there: 146 vs 104 us at 2984, idle GPU between kernels, results/layernorm_b170e77.json):
+    # graph + persistent 92.1 vs graph + one-tile kernel 99.8 vs four launches 102.8 us at 2984 tokens,
+    # 110.4 / 119.7 / 122.8 at 3602 (official timer, one run: results/graph_6147b7f.json).
     gelu_gemm=(
         (ANY_TOKENS, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3, programs_per_sm=3)),
     ),
@@ -121,10 +122,16 @@ _HOPPER = LaunchPlan(
     # over 16 workloads x 10 rounds: grad_fc1_bias 0.999023 matched (2 of 2048 out), worst 1.265 of
     # the bound (results/verify_lo_off_897e45f.json)
     fc2_weight_lo=False,
-    # gelu_output rounded by stage 2 (CUPTI kernel times, same run): 131072 tokens 3042 vs 3108 us
-    # (stage 2 +285, stage 1 -348), 17312: 432 vs 437 (results/gelu_copy_6147b7f.json); but 11384:
-    # 335 vs 298, 7516: 228 vs 198, 2984: 105 vs 92 (stage 2 +18-66 us, results/gelu_copy_mid_263f7ed.json)
+    # gelu_output rounded by stage 2 (official timer, same run): 131072 tokens 3042 vs 3108 us (stage
+    # 2 +285, stage 1 -348), 17312: 432 vs 437 (results/gelu_copy_6147b7f.json); but 11384: 335 vs
+    # 298, 7516: 228 vs 198, 6824: 202 vs 186, 2984: 105 vs 92 (results/gelu_copy_mid_263f7ed.json).
+    # Those four token counts are not multiples of 16, and there the kernel takes 172 registers a
+    # thread (167 otherwise: bench/compile_check.py), too many for 3 programs on an SM; all
+    # workloads from 16384 tokens are multiples of 16.
     round_gelu_in_stage2_from=16384,
+    # graph vs four launches, evaluator (results/eval_graph_6147b7f.json, without baselines, vs
+    # eval_7de981d.json, with them in the process): geomean 163.8 vs 167.4 us; 3602 tokens 119.3 vs 138.7, 2984
+    # 100.4 vs 103.5, 131072 3054 vs 3079; the one-launch path (<= 2048 tokens) is unchanged
     cuda_graph=True,
     single_launch=SingleLaunchConfig(
         # one launch vs four (official timer): 128 tokens 31.4 vs 163.9 us (results/small_6760538.json).
