@@ -17,8 +17,9 @@ Backward, in four stages (M = tokens, H = 512, I = 2048):
 Inputs are never written; `residual_output` is not needed (the LayerNorm backward uses `normalized`).
 
 Up to `SingleLaunchConfig.max_tokens` tokens the four stages run as three phases of one persistent
-launch (single_launch.py): there, launch gaps and not arithmetic dominate. Above it, one launch per stage,
-each with its own tile shape and warp count.
+launch (single_launch.py): there, launch gaps and not arithmetic dominate. Above it, one kernel per stage,
+each with its own tile shape and warp count, the four recorded into a CUDA graph at each call and
+launched as one (cuda_graph.py).
 """
 
 from __future__ import annotations
@@ -265,13 +266,14 @@ def run(
     inputs = {name: args[name] for name in INPUT_NAMES}
     outputs = {name: args[name] for name in OUTPUT_NAMES}
     dims = check_arguments(inputs, eps, outputs)
-    launches = build_launches(dims, inputs, eps, outputs, launch_plan(dims.device))
+    plan = launch_plan(dims.device)
+    launches = build_launches(dims, inputs, eps, outputs, plan)
     if dims.device.type != "cuda":  # the Triton interpreter: no compiled kernels to prepare
         for launch in launches:
             launch()
         return
     with torch.cuda.device(dims.device):  # Triton compiles for and launches on the current device
-        if len(launches) > 1 and launch_plan(dims.device).cuda_graph:
+        if len(launches) > 1 and plan.cuda_graph:
             replay_as_graph(launches, dims.device)
             return
         stream = torch.cuda.current_stream(dims.device).cuda_stream
