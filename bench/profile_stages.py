@@ -73,6 +73,10 @@ SWEEPS = {"large": [
     {"round_gelu_in_stage2_from": 0},
     {"round_gelu_in_stage2_from": 0, "gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 3, programs_per_sm=2))},
     {"round_gelu_in_stage2_from": configs.ANY_TOKENS},
+], "register_cap": [  # stage 2 capped at 168 registers a thread (3 programs fit an SM at any token count)
+    {"gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 3, programs_per_sm=3, max_registers=168))},
+    {"gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 3, programs_per_sm=3, max_registers=168)),
+     "round_gelu_in_stage2_from": 0},
 ], "graph": [  # four separate launches instead of a CUDA graph; also with the one-tile stage 2
     {"cuda_graph": False},
     {"cuda_graph": False, "gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 4))},
@@ -92,7 +96,8 @@ SWEEPS = {"large": [
 
 def _gemm_name(c: GemmConfig) -> str:
     persistent = f"p{c.programs_per_sm}" if c.programs_per_sm != 1 else ""
-    return f"{c.block_m}x{c.block_n}x{c.block_k}w{c.num_warps}s{c.num_stages}{persistent}"
+    cap = f"r{c.max_registers}" if c.max_registers else ""
+    return f"{c.block_m}x{c.block_n}x{c.block_k}w{c.num_warps}s{c.num_stages}{persistent}{cap}"
 
 
 def _variant_name(overrides: dict) -> str:

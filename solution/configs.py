@@ -29,6 +29,9 @@ class GemmConfig:
     # 0: a program per output tile. Stage 2 only: n > 0 runs its persistent kernel (TMA loads), n
     # programs per SM looping over the tiles
     programs_per_sm: int = 0
+    # 0: the compiler's choice. Else a cap on registers a thread (ptxas .maxnreg), e.g. so that
+    # `programs_per_sm` programs fit an SM's 64K registers
+    max_registers: int = 0
 
 
 @dataclass(frozen=True)

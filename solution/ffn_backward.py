@@ -146,7 +146,8 @@ def _gemm_meta(g: GemmConfig) -> dict:
 
 
 def _gemm_options(g: GemmConfig) -> dict:
-    return dict(num_warps=g.num_warps, num_stages=g.num_stages)
+    cap = dict(maxnreg=g.max_registers) if g.max_registers else {}
+    return dict(num_warps=g.num_warps, num_stages=g.num_stages, **cap)
 
 
 def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan: LaunchPlan) -> list[Launch]:
