@@ -77,6 +77,13 @@ SWEEPS = {"large": [
     {"gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 3, programs_per_sm=3, max_registers=168))},
     {"gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 3, programs_per_sm=3, max_registers=168)),
      "round_gelu_in_stage2_from": 0},
+], "graph_small": [  # few tokens: the CUDA graph of four launches instead of the one launch, and its tiles there
+    {"single_launch": None},
+    *({"single_launch": None, "input_gemm": _all_tokens(c)} for c in (
+        GemmConfig(64, 64, 64, 4, 4), GemmConfig(64, 32, 64, 4, 4), GemmConfig(32, 64, 64, 4, 4), GemmConfig(64, 64, 128, 4, 3))),
+    *({"single_launch": None, "gelu_gemm": _all_tokens(c)} for c in (
+        GemmConfig(64, 64, 64, 4, 3), GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4), GemmConfig(64, 128, 64, 4, 4))),
+    *({"single_launch": None, "fp16_chunk": n} for n in (2048, 4096)),
 ], "graph": [  # four separate launches instead of a CUDA graph; also with the one-tile stage 2
     {"cuda_graph": False},
     {"cuda_graph": False, "gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 4))},
