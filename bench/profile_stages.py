@@ -32,7 +32,11 @@ def _all_tokens(c: GemmConfig) -> tuple:
 
 
 # Variants of the default plan, one field changed at a time, by the token range they are for.
-_SINGLE = configs.PLANS["sm_90"].single_launch
+_DEFAULT = configs.PLANS["sm_90"]
+_SINGLE = _DEFAULT.single_launch
+# up to 1024 tokens: a one-tile stage 2 in 64x64 tiles, stage 3 in 64x64 tiles with 128-deep steps
+_SMALL_GELU = ((1024, GemmConfig(64, 64, 64, 4, 3)), *_DEFAULT.gelu_gemm)
+_SMALL_INPUT = ((1024, GemmConfig(64, 64, 128, 4, 3)), *_DEFAULT.input_gemm)
 SWEEPS = {"large": [
     *({"gelu_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
@@ -84,6 +88,12 @@ SWEEPS = {"large": [
     *({"single_launch": None, "gelu_gemm": _all_tokens(c)} for c in (
         GemmConfig(64, 64, 64, 4, 3), GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4), GemmConfig(64, 128, 64, 4, 4))),
     *({"single_launch": None, "fp16_chunk": n} for n in (2048, 4096)),
+], "graph_small_tables": [  # the graph at few tokens with graph_small's best tiles up to 1024 tokens, alone and together
+    {"single_launch": None},
+    {"single_launch": None, "gelu_gemm": _SMALL_GELU},
+    {"single_launch": None, "input_gemm": _SMALL_INPUT},
+    {"single_launch": None, "gelu_gemm": _SMALL_GELU, "input_gemm": _SMALL_INPUT},
+    {"single_launch": None, "gelu_gemm": _SMALL_GELU, "input_gemm": ((1024, GemmConfig(64, 32, 64, 4, 4)), *_DEFAULT.input_gemm)},
 ], "graph": [  # four separate launches instead of a CUDA graph; also with the one-tile stage 2
     {"cuda_graph": False},
     {"cuda_graph": False, "gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 4))},
