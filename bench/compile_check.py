@@ -6,9 +6,7 @@ tensors, compiles each kernel with the same constexprs and options, and checks t
   - it compiles (a shared-memory or register budget overflow, or an unsupported op, fails here),
   - its static shared memory fits the architecture's per-block limit,
   - GEMM kernels use the architecture's tensor-core instructions (wgmma on sm_90, tcgen05 on sm_100),
-  - the one-launch kernel's programs per SM all fit on one SM at once, even at the worst-case 255
-    registers a thread (its grid barrier deadlocks otherwise): registers, shared memory, warps and,
-    on sm_100, tensor memory.
+and reports registers a thread and spills (what limits how many programs share an SM).
 Each kernel is compiled as the launcher specializes it on the GPU (16-byte aligned pointers; the
 token count divisible by 16 or not, and a single token, which Triton turns into a constant).
 Must run without TRITON_INTERPRET (the interpreter replaces the compiler).
@@ -38,7 +36,6 @@ import reference
 from solution import configs
 from solution.arguments import Dims
 from solution.ffn_backward import INPUT_NAMES, OUTPUT_NAMES, build_launches
-from solution.single_launch import ffn_backward_single_launch_kernel
 
 
 @dataclass(frozen=True)
@@ -47,18 +44,13 @@ class Target:
     warp_size: int
     max_shared_bytes: int  # per block, opt-in maximum
     tensor_core_op: str  # PTX mnemonic of the tensor-core MMA the GEMMs must use
-    sm_shared_bytes: int = 228 * 1024  # per SM (CUDA occupancy tables: 9.0 and 10.0)
-    sm_registers: int = 64 * 1024
-    sm_warps: int = 64
-    sm_tensor_memory_columns: int = 0  # sm_100's TMEM: 512 columns per SM
 
 
-MAX_REGISTERS_PER_THREAD = 255
 TARGETS = {
     "sm_90": Target(90, 32, 227 * 1024, "wgmma"),
-    "sm_100": Target(100, 32, 227 * 1024, "tcgen05.mma", sm_tensor_memory_columns=512),
+    "sm_100": Target(100, 32, 227 * 1024, "tcgen05.mma"),
 }
-GEMM_KERNELS = {"gelu_backward_gemm_kernel", "input_grad_gemm_kernel", "weight_grad_kernel", "ffn_backward_single_launch_kernel"}
+GEMM_KERNELS = {"gelu_backward_gemm_kernel", "gelu_backward_persistent_kernel", "input_grad_gemm_kernel", "weight_grad_kernel"}
 _TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.int32: "*i32"}
 
 
@@ -113,12 +105,9 @@ def register_usage(compiled, target: Target) -> str:
 
 
 def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
-    """(tokens, launch) of both paths, the single launch (few tokens) and one launch per stage, each
-    with a token count divisible by 16 and one not, and one token (Triton compiles a variant for each)."""
+    """(tokens, launch) for every entry of the by-token tables, each with a token count divisible by
+    16 and one not, and one token (Triton compiles a variant for each)."""
     sizes = [256, 257, 1]
-    if plan.single_launch is not None:
-        limit = plan.single_launch.max_tokens
-        sizes = [min(256, limit), min(255, limit - 1), 1, limit + 16 - limit % 16, limit + 1]
     # the other entries of stages 2's and 3's by-token tile tables
     sizes += [n for table in (plan.gelu_gemm, plan.input_gemm) for limit, _ in table[:-1]
               for n in (limit + 16 - limit % 16, limit + 1)]
@@ -135,20 +124,6 @@ def _launches(plan: configs.LaunchPlan, tokens: int):
     outputs = {n: torch.empty(shapes[n]) for n in OUTPUT_NAMES}
     dims = Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu"))
     return build_launches(dims, inputs, values[-1], outputs, plan)
-
-
-def residency_problems(target: Target, metadata, programs_per_sm: int) -> list[str]:
-    """What keeps `programs_per_sm` programs of this kernel from being resident on one SM at once."""
-    threads = metadata.num_warps * target.warp_size
-    needs = {
-        "registers (worst case)": (programs_per_sm * threads * MAX_REGISTERS_PER_THREAD, target.sm_registers),
-        "shared memory bytes": (programs_per_sm * metadata.shared, target.sm_shared_bytes),
-        "warps": (programs_per_sm * metadata.num_warps, target.sm_warps),
-    }
-    if target.sm_tensor_memory_columns:
-        needs["tensor memory columns"] = (programs_per_sm * getattr(metadata, "tmem_size", 0), target.sm_tensor_memory_columns)
-    return [f"{programs_per_sm} programs need {need} {what} > {have} per SM"
-            for what, (need, have) in needs.items() if need > have]
 
 
 def check(arch: str) -> list[str]:
@@ -170,9 +145,6 @@ def check(arch: str) -> list[str]:
             problems.append(f"{arch} {name}: {shared} bytes of shared memory > {target.max_shared_bytes}")
         if launch.kernel.__name__ in GEMM_KERNELS and not uses_mma:
             problems.append(f"{arch} {name}: no {target.tensor_core_op} in the PTX")
-        if launch.kernel is ffn_backward_single_launch_kernel:
-            most = max(p for _, p in plan.single_launch.programs_per_sm)
-            problems += [f"{arch} {name}: {p}" for p in residency_problems(target, compiled.metadata, most)]
     return problems
 
 

@@ -33,10 +33,6 @@ def _all_tokens(c: GemmConfig) -> tuple:
 
 # Variants of the default plan, one field changed at a time, by the token range they are for.
 _DEFAULT = configs.PLANS["sm_90"]
-_SINGLE = _DEFAULT.single_launch
-# up to 1024 tokens: a one-tile stage 2 in 64x64 tiles, stage 3 in 64x64 tiles with 128-deep steps
-_SMALL_GELU = ((1024, GemmConfig(64, 64, 64, 4, 3)), *_DEFAULT.gelu_gemm)
-_SMALL_INPUT = ((1024, GemmConfig(64, 64, 128, 4, 3)), *_DEFAULT.input_gemm)
 SWEEPS = {"large": [
     *({"gelu_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
@@ -44,19 +40,10 @@ SWEEPS = {"large": [
 ], "layernorm": [  # stage 1 streams ~23 KB a token: occupancy (registers) and bytes in flight
     {"layernorm_block_m": 4}, {"layernorm_warps": 8}, {"layernorm_waves": 8}, {"layernorm_waves": 2},
     {"fp16_chunk": 4096}, {"fp16_chunk": 16384},
-], "chunk": [  # elements per fp16-rounding chunk (stage 1 and the one launch's phase 1)
+], "chunk": [  # elements per fp16-rounding chunk of stage 1
     {"fp16_chunk": 4096}, {"fp16_chunk": 16384},  # 32768 spills (1.8 KB in stage 1)
-], "small": [
-    {"single_launch": None},
-    {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
-    {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),))},
-    {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 2),), num_warps=8)},
- ], "limit": [  # the one-launch path against four launches, near SingleLaunchConfig.max_tokens
-    {"single_launch": None},
 ], "precision": [  # what multiplying by fc2_weight's fp16 remainder costs (accuracy: README)
     {"fc2_weight_lo": True},
-], "phases": [  # the one-launch path's time per phase: drop the later phases
-    {"single_launch": dataclasses.replace(_SINGLE, phases=p)} for p in (0, 1, 2)
 ], "input": [  # stage 3's tiles (TMA-fed) across token counts: 128x256 tiles leave SMs idle at few tokens
     {"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 128, 64, 8, 4), GemmConfig(64, 256, 64, 8, 3),
                                              GemmConfig(64, 128, 64, 4, 4), GemmConfig(128, 128, 64, 4, 4),
@@ -81,33 +68,12 @@ SWEEPS = {"large": [
     {"gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 3, programs_per_sm=3, max_registers=168))},
     {"gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 3, programs_per_sm=3, max_registers=168)),
      "round_gelu_in_stage2_from": 0},
-], "graph_small": [  # few tokens: the CUDA graph of four launches instead of the one launch, and its tiles there
-    {"single_launch": None},
-    *({"single_launch": None, "input_gemm": _all_tokens(c)} for c in (
-        GemmConfig(64, 64, 64, 4, 4), GemmConfig(64, 32, 64, 4, 4), GemmConfig(32, 64, 64, 4, 4), GemmConfig(64, 64, 128, 4, 3))),
-    *({"single_launch": None, "gelu_gemm": _all_tokens(c)} for c in (
-        GemmConfig(64, 64, 64, 4, 3), GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4), GemmConfig(64, 128, 64, 4, 4))),
-    *({"single_launch": None, "fp16_chunk": n} for n in (2048, 4096)),
-], "graph_small_tables": [  # the graph at few tokens with graph_small's best tiles up to 1024 tokens, alone and together
-    {"single_launch": None},
-    {"single_launch": None, "gelu_gemm": _SMALL_GELU},
-    {"single_launch": None, "input_gemm": _SMALL_INPUT},
-    {"single_launch": None, "gelu_gemm": _SMALL_GELU, "input_gemm": _SMALL_INPUT},
-    {"single_launch": None, "gelu_gemm": _SMALL_GELU, "input_gemm": ((1024, GemmConfig(64, 32, 64, 4, 4)), *_DEFAULT.input_gemm)},
+], "few_tokens": [  # up to 1024 tokens: the larger token counts' tiles of stages 2 and 3 instead
+    {"gelu_gemm": _DEFAULT.gelu_gemm[1:]}, {"input_gemm": _DEFAULT.input_gemm[1:]},
+    {"gelu_gemm": _all_tokens(GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4))},
 ], "graph": [  # four separate launches instead of a CUDA graph; also with the one-tile stage 2
     {"cuda_graph": False},
     {"cuda_graph": False, "gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 4))},
-], "near_limit": [  # the one launch's tiles and programs per SM near its limit, and four launches
-    {"single_launch": dataclasses.replace(_SINGLE, programs_per_sm=((1 << 30, 1),))},
-    {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
-    {"single_launch": dataclasses.replace(_SINGLE, input_gemm=GemmConfig(64, 128, 64, 4, 3))},
-    {"single_launch": None},
-], "single": [
-    {"single_launch": dataclasses.replace(_SINGLE, gelu_gemm=GemmConfig(64, 128, 64, 4, 3))},
-    {"single_launch": dataclasses.replace(_SINGLE, weight_gemm=GemmConfig(64, 128, 64, 4, 3))},
-    {"single_launch": dataclasses.replace(_SINGLE, input_gemm=GemmConfig(64, 128, 64, 4, 3))},
-    {"single_launch": dataclasses.replace(_SINGLE, input_gemm=GemmConfig(64, 64, 128, 4, 3))},
-    {"single_launch": dataclasses.replace(_SINGLE, num_warps=8)},
 ]}
 
 
@@ -118,15 +84,12 @@ def _gemm_name(c: GemmConfig) -> str:
 
 
 def _variant_name(overrides: dict) -> str:
-    """Name the overridden fields; for a single-launch config, only the fields that differ."""
+    """Name the overridden fields."""
     def fmt(v):
         if isinstance(v, GemmConfig):
             return _gemm_name(v)
         if isinstance(v, tuple) and v and isinstance(v[-1][1], GemmConfig):  # a by-token table
             return "/".join(fmt(c) if limit == configs.ANY_TOKENS else f"<={limit}:{fmt(c)}" for limit, c in v)
-        if isinstance(v, configs.SingleLaunchConfig):
-            changed = {f.name: getattr(v, f.name) for f in dataclasses.fields(v) if getattr(v, f.name) != getattr(_SINGLE, f.name)}
-            return "(" + ",".join(f"{k}={_gemm_name(x) if isinstance(x, GemmConfig) else x}" for k, x in changed.items()) + ")"
         return str(v)
     return ",".join(f"{k}={fmt(v)}" for k, v in overrides.items())
 

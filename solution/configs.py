@@ -35,29 +35,6 @@ class GemmConfig:
 
 
 @dataclass(frozen=True)
-class SingleLaunchConfig:
-    """The one-launch path (single_launch.py), used up to `max_tokens` tokens."""
-
-    # ((up to this many tokens, programs per SM), ...), ascending; the last bound is the path's
-    # limit. Every program must be resident at once (grid barrier): bench/compile_check.py checks the
-    # worst case (255 registers a thread) against each SM's registers, shared memory and warps.
-    programs_per_sm: tuple[tuple[int, int], ...]
-    num_warps: int  # one kernel: one warp count and one pipeline depth for all phases
-    num_stages: int
-    gelu_gemm: GemmConfig  # of these, only the block shapes apply
-    input_gemm: GemmConfig
-    weight_gemm: GemmConfig
-    phases: int = 3  # all three; fewer (0-2) only to time each phase (profile_stages.py --sweep phases)
-
-    @property
-    def max_tokens(self) -> int:
-        return self.programs_per_sm[-1][0]
-
-    def programs(self, tokens: int, multiprocessors: int) -> int:
-        return for_tokens(self.programs_per_sm, tokens) * multiprocessors
-
-
-@dataclass(frozen=True)
 class LaunchPlan:
     layernorm_block_m: int  # rows per LayerNorm-backward step
     layernorm_waves: int  # LayerNorm-backward programs per SM (each loops over row blocks)
@@ -67,7 +44,6 @@ class LaunchPlan:
     input_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 3: grad_fc1_output @ fc1_weight + grad_residual, by tokens
     weight_gemm: GemmConfig  # stage 4: x^T @ y over tokens (block_m x block_n output tiles)
     sum_block_r: int  # rows per step of the final column sums
-    single_launch: SingleLaunchConfig | None  # the one-launch path for few tokens, if any
     # Stage 2 also multiplies by fc2_weight's fp16 remainder (hi + lo): every element of
     # grad_fc1_bias inside the tolerance (worst 0.91 of the bound) for more time; off, up to 2 of its
     # 2048 elements fall outside (worst 1.27 of the bound; the check needs 99% inside). See README,
@@ -104,7 +80,12 @@ _HOPPER = LaunchPlan(
     # the call was slower there: 146 vs 104 us at 2984, idle GPU between kernels, results/layernorm_b170e77.json):
     # graph + persistent 92.1 vs graph + one-tile kernel 99.8 vs four launches 102.8 us at 2984 tokens,
     # 110.4 / 119.7 / 122.8 at 3602 (official timer, one run: results/graph_6147b7f.json).
+    # Up to 1024 tokens a program per 64x64 tile (pointer loads) instead: with stage 3's small tiles
+    # below, 26.1 vs 31.1 us at 128 tokens, 27.8 vs 32.7 at 131, 32.2 vs 36.0 at 422, 36.4 vs 39.3 at
+    # 613; at 1163 tokens the persistent kernel is as fast (50.2 vs 50.4; two runs agree within 0.2 us,
+    # results/graph_small_tables_*_632a491.json).
     gelu_gemm=(
+        (1024, GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3)),
         (ANY_TOKENS, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3, programs_per_sm=3)),
     ),
     # Stages 3 and 4 load their operands by TMA: at M=131072 stage 3 takes 499 us in 128x256 tiles vs
@@ -114,7 +95,10 @@ _HOPPER = LaunchPlan(
     # Stage 3 at few tokens: 128x256 tiles leave SMs idle (2 x 24 tiles at 2984 tokens). 64x128 tiles
     # take 16 vs 27 us at 2984 and 17 vs 28 at 3602; from 7184 tokens on 128x256 is best or within
     # 5% (32 vs 34 us at 7184, 87 vs 83-84 at 17312, 271 vs 286-347 at 69568; results/input_6224ba6.json)
+    # Up to 1024 tokens 64x64 tiles in 128-deep steps (with stage 2's small tiles above: the numbers
+    # there; stage 3 alone 7 vs 9 us at 128-613 tokens).
     input_gemm=(
+        (1024, GemmConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3)),
         (4096, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)),
         (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)),
     ),
@@ -133,28 +117,13 @@ _HOPPER = LaunchPlan(
     # workloads from 16384 tokens are multiples of 16.
     round_gelu_in_stage2_from=16384,
     # graph vs four launches, evaluator (results/eval_graph_6147b7f.json, without baselines, vs
-    # eval_7de981d.json, with them in the process): geomean 163.8 vs 167.4 us; 3602 tokens 119.3 vs 138.7, 2984
-    # 100.4 vs 103.5, 131072 3054 vs 3079; the one-launch path (<= 2048 tokens) is unchanged
+    # eval_7de981d.json, with them in the process): geomean 163.8 vs 167.4 us; 3602 tokens 119.3 vs
+    # 138.7, 2984 100.4 vs 103.5, 131072 3054 vs 3079.
+    # With the graph, the four kernels also beat the former one-launch path (all stages in one
+    # persistent kernel with grid barriers, removed after v14) at every token count: 31.1 vs 30.0 us
+    # at 128 tokens, 32.7 vs 33.2 at 131, 36.0 vs 42.5 at 422, 39.3 vs 52.8 at 613, 49.6 vs 62.4 at
+    # 1163 (results/limit_7425bc3.json), before the small tiles above.
     cuda_graph=True,
-    single_launch=SingleLaunchConfig(
-        # one launch vs four (official timer): 128 tokens 31.4 vs 163.9 us (results/small_6760538.json).
-        # Four launches from 2984 tokens, in the evaluator without baselines (two runs each):
-        # 2984 tokens 108.1 / 110.0 us, 3092: 110.2 / 114.8, 3602: 125.1 / 146.6
-        # (results/ab_four_*_5389b55.json), against one launch at 138.4 / 146.5 / 167.2
-        # (results/eval_5389b55.json). An earlier evaluator run with the baselines in the process
-        # had measured four launches slower there (their launch gaps grew). No workload lies
-        # between 1163 and 2984 tokens.
-        # Programs per SM: 128 tokens 31.0 (one) vs 32.4 us (two); 1163: 91.0 vs 71.5
-        # (results/small_b201599.json).
-        programs_per_sm=((1024, 1), (2048, 2)),
-        num_warps=4,
-        num_stages=3,
-        gelu_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
-        input_gemm=GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
-        # 128x128 vs 64x128 tiles, evaluator runs (results/eval_0fe5866.json, eval_89bd2f2.json): 32.0
-        # vs 36.5 us at 128 tokens, 35.8 vs 39.2 at 131, 71.6 vs 79.7 at 1163, 149.7 vs 149.2 at 2984
-        weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3),
-    ),
 )
 
 PLANS = {

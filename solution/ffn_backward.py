@@ -16,10 +16,9 @@ Backward, in four stages (M = tokens, H = 512, I = 2048):
                             grad_fc1_weight = grad_fc1_output^T @ hidden_states, and the final sums
 Inputs are never written; `residual_output` is not needed (the LayerNorm backward uses `normalized`).
 
-Up to `SingleLaunchConfig.max_tokens` tokens the four stages run as three phases of one persistent
-launch (single_launch.py): there, launch gaps and not arithmetic dominate. Above it, one kernel per stage,
-each with its own tile shape and warp count, the four recorded into a CUDA graph at each call and
-launched as one (cuda_graph.py).
+One kernel per stage, each with its own tile shape and warp count by token count (configs.py); the
+four are recorded into a CUDA graph at each call and launched as one (cuda_graph.py), so that the GPU
+runs them back to back without the host's launch gaps.
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from .cuda_graph import launch_as_graph
 from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
-from .single_launch import ffn_backward_single_launch_kernel
 from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
 
 
@@ -118,22 +116,6 @@ class Workspace:
         )
 
 
-_BARRIER_COUNTERS: dict = {}
-
-
-def barrier_counters(device: torch.device) -> torch.Tensor:
-    """The grid barrier's two counters for `device`.
-
-    Allocated zeroed on the first call for the device (that call alone also launches the fill) and
-    left ready by every barrier, so later calls launch no memset. One pair per device: calls on one
-    device must not run concurrently on different streams anyway, since two persistent grids that
-    each want every SM could both be partly resident and wait on each other forever.
-    """
-    if device not in _BARRIER_COUNTERS:
-        _BARRIER_COUNTERS[device] = torch.zeros(2, dtype=torch.int32, device=device)
-    return _BARRIER_COUNTERS[device]
-
-
 def _blocks(t: torch.Tensor, rows: int, cols: int) -> TensorDescriptor:
     """A TMA descriptor of the 2-D tensor `t`, in rows x cols blocks. TMA needs a 16-byte aligned
     base: the workspaces are (the caching allocator's blocks are 512-byte aligned); a caller's
@@ -148,32 +130,6 @@ def _gemm_meta(g: GemmConfig) -> dict:
 def _gemm_options(g: GemmConfig) -> dict:
     cap = dict(maxnreg=g.max_registers) if g.max_registers else {}
     return dict(num_warps=g.num_warps, num_stages=g.num_stages, **cap)
-
-
-def single_launch(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan: LaunchPlan) -> list[Launch]:
-    """The four stages as phases of one persistent launch (single_launch.py)."""
-    M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
-    c = plan.single_launch
-    # The Triton interpreter runs programs one after another: a grid barrier needs a grid of one.
-    programs = c.programs(M, multiprocessor_count(device)) if device.type == "cuda" else 1
-    ws = Workspace.allocate(dims, programs, triton.cdiv(M, c.gelu_gemm.block_m))
-    g2, g3, g4 = c.gelu_gemm, c.input_gemm, c.weight_gemm
-    return [Launch(
-        ffn_backward_single_launch_kernel, (programs,),
-        (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.fc1_weight, x.fc2_weight,
-         x.fc1_output, x.gelu_output,
-         ws.grad_residual, ws.grad_residual_f16, ws.hidden_states_f16, ws.fc1_weight_f16, ws.fc2_weight_f16,
-         ws.grad_fc1_output, ws.gelu_output_f16, ws.ln_partials, ws.bias_partials,
-         y.grad_hidden_states, y.grad_fc1_weight, y.grad_fc1_bias, y.grad_fc2_weight, y.grad_fc2_bias,
-         y.grad_ln_weight, y.grad_ln_bias,
-         barrier_counters(device), M),
-        dict(H=H, I=I, LN_BLOCK_M=plan.layernorm_block_m, CHUNK=plan.fp16_chunk,
-             GELU_BLOCK_M=g2.block_m, GELU_BLOCK_N=g2.block_n, GELU_BLOCK_K=g2.block_k,
-             INPUT_BLOCK_M=g3.block_m, INPUT_BLOCK_N=g3.block_n, INPUT_BLOCK_K=g3.block_k,
-             WEIGHT_BLOCK_P=g4.block_m, WEIGHT_BLOCK_Q=g4.block_n, WEIGHT_BLOCK_K=g4.block_k,
-             SUM_BLOCK_R=plan.sum_block_r, FC2_WEIGHT_LO=plan.fc2_weight_lo, PHASES=c.phases),
-        dict(num_warps=c.num_warps, num_stages=c.num_stages),
-    )]
 
 
 def gelu_backward_launch(g: GemmConfig, dims: Dims, ws: Workspace, x: SimpleNamespace, lo: bool,
@@ -198,8 +154,13 @@ def gelu_backward_launch(g: GemmConfig, dims: Dims, ws: Workspace, x: SimpleName
                   dict(meta, ROUND_GELU=round_gelu), _gemm_options(g))
 
 
-def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan: LaunchPlan) -> list[Launch]:
-    """One launch per stage, each with its own configuration."""
+def build_launches(dims: Dims, inputs: dict, eps, outputs: dict, plan: LaunchPlan) -> list[Launch]:
+    """Allocate the workspaces and describe every launch, one per stage, in order, for checked arguments.
+
+    All host work happens here, before the first launch: the benchmark's timer counts host time
+    between launches but not before the first one.
+    """
+    x, y = SimpleNamespace(**inputs), SimpleNamespace(**outputs)
     M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
     g2, g3, g4 = for_tokens(plan.gelu_gemm, M), for_tokens(plan.input_gemm, M), plan.weight_gemm
     row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * multiprocessor_count(device)))
@@ -228,18 +189,6 @@ def stage_launches(dims: Dims, x: SimpleNamespace, eps, y: SimpleNamespace, plan
                     SUM_BLOCK_R=plan.sum_block_r),
                _gemm_options(g4)),
     ]
-
-
-def build_launches(dims: Dims, inputs: dict, eps, outputs: dict, plan: LaunchPlan) -> list[Launch]:
-    """Allocate the workspaces and describe every launch, in order, for checked arguments.
-
-    All host work happens here, before the first launch: the benchmark's timer counts host time
-    between launches but not before the first one.
-    """
-    x, y = SimpleNamespace(**inputs), SimpleNamespace(**outputs)
-    if plan.single_launch is not None and dims.tokens <= plan.single_launch.max_tokens:
-        return single_launch(dims, x, eps, y, plan)
-    return stage_launches(dims, x, eps, y, plan)
 
 
 def run(
@@ -274,7 +223,7 @@ def run(
             launch()
         return
     with torch.cuda.device(dims.device):  # Triton compiles for and launches on the current device
-        if len(launches) > 1 and plan.cuda_graph:
+        if plan.cuda_graph:
             replay_as_graph(launches, dims.device)
             return
         stream = torch.cuda.current_stream(dims.device).cuda_stream

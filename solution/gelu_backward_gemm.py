@@ -9,9 +9,9 @@ fp32 accumulation (see README: fp16 operands pass 042's tolerance, bf16 and Trit
 truncation do not). `grad_fc1_output` is stored in
 fp16 because its only later uses are as a GEMM operand; the bias sums use the fp32 values.
 
-`gelu_backward_tile` (pointer loads, one tile) serves the one-launch path and, a tile a program,
-stage 2 at few tokens; from more tokens on stage 2 is persistent and loads its operands by TMA
-(`gelu_backward_persistent_kernel`; the choice and its measurements: configs.py).
+At few tokens stage 2 runs a tile a program with pointer loads (`gelu_backward_gemm_kernel`); from
+more tokens on it is persistent and loads its operands by TMA (`gelu_backward_persistent_kernel`; the
+choice and its measurements: configs.py).
 """
 
 import triton

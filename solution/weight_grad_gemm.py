@@ -7,9 +7,8 @@ One launch holds both GEMMs and the reductions of the earlier stages' per-progra
 programs [0, T) own the tiles of grad_fc2_weight, [T, 2T) those of grad_fc1_weight (both weights have
 H x I elements, so T tiles each), and the last ones each sum one H-wide column chunk: grad_ln_weight,
 grad_ln_bias, grad_fc2_bias (from the LayerNorm partials), then the I / H chunks of grad_fc1_bias.
-Every tile loops over all tokens in a fixed order, so the result is deterministic. The stage-4
-kernel loads its GEMM operands by TMA (`_token_contraction_tma`); the one-launch path
-(single_launch.py) calls the pointer-load tile functions and the column sums from its phases.
+Every tile loops over all tokens in a fixed order, so the result is deterministic. The GEMM
+operands (stage 1's and stage 2's fp16 workspaces) are loaded by TMA.
 """
 
 import triton
@@ -18,32 +17,6 @@ import triton.language as tl
 
 @triton.jit
 def _token_contraction(
-    x,  # (M, P) fp16
-    y,  # (M, Q) fp16
-    out,  # out (P, Q) fp32: out = x^T @ y
-    M,
-    P: tl.constexpr,
-    Q: tl.constexpr,
-    tile,  # in [0, (P // BLOCK_P) * (Q // BLOCK_Q)), row-major over the output tiles
-    BLOCK_P: tl.constexpr,
-    BLOCK_Q: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-):
-    tile_p, tile_q = tile // (Q // BLOCK_Q), tile % (Q // BLOCK_Q)
-    ps = tile_p * BLOCK_P + tl.arange(0, BLOCK_P)
-    qs = tile_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    acc = tl.zeros([BLOCK_P, BLOCK_Q], dtype=tl.float32)
-    for k in range(0, M, BLOCK_K):
-        ms = k + tl.arange(0, BLOCK_K).to(tl.int64)
-        m_ok = ms < M
-        xt = tl.load(x + ms[:, None] * P + ps[None, :], mask=m_ok[:, None], other=0.0)
-        yt = tl.load(y + ms[:, None] * Q + qs[None, :], mask=m_ok[:, None], other=0.0)
-        acc = tl.dot(tl.trans(xt.to(tl.float16)), yt.to(tl.float16), acc)
-    tl.store(out + ps[:, None] * Q + qs[None, :], acc)
-
-
-@triton.jit
-def _token_contraction_tma(
     x,  # tensor descriptor: (M, P) fp16, BLOCK_K x BLOCK_P blocks
     y,  # tensor descriptor: (M, Q) fp16, BLOCK_K x BLOCK_Q blocks
     out,  # out (P, Q) fp32: out = x^T @ y
@@ -55,7 +28,7 @@ def _token_contraction_tma(
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
-    """_token_contraction with its operands moved by TMA (tokens past M load as zeros)."""
+    """One output tile of x^T @ y, summed over all tokens in order (TMA: tokens past M load as zeros)."""
     tile_p, tile_q = tile // (Q // BLOCK_Q), tile % (Q // BLOCK_Q)
     acc = tl.zeros([BLOCK_P, BLOCK_Q], dtype=tl.float32)
     for k in range(0, M, BLOCK_K):
@@ -81,38 +54,6 @@ def _column_sum(
         block = tl.load(src + rows[:, None] * row_stride + cols[None, :], mask=(rows < n_rows)[:, None], other=0.0)
         acc += tl.sum(block, axis=0)
     tl.store(dst + cols, acc)
-
-
-@triton.jit
-def fc2_weight_grad_tile(
-    tile,  # in [0, (H // BLOCK_P) * (I // BLOCK_Q))
-    grad_residual,  # (M, H) fp16
-    gelu_output,  # (M, I) fp16 (stage 1's copy)
-    grad_fc2_weight,  # out (H, I) fp32
-    M,
-    H: tl.constexpr,
-    I: tl.constexpr,
-    BLOCK_P: tl.constexpr,
-    BLOCK_Q: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-):
-    _token_contraction(grad_residual, gelu_output, grad_fc2_weight, M, H, I, tile, BLOCK_P, BLOCK_Q, BLOCK_K)
-
-
-@triton.jit
-def fc1_weight_grad_tile(
-    tile,  # in [0, (I // BLOCK_P) * (H // BLOCK_Q))
-    grad_fc1_output,  # (M, I) fp16
-    hidden_states,  # (M, H) fp16
-    grad_fc1_weight,  # out (I, H) fp32
-    M,
-    H: tl.constexpr,
-    I: tl.constexpr,
-    BLOCK_P: tl.constexpr,
-    BLOCK_Q: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-):
-    _token_contraction(grad_fc1_output, hidden_states, grad_fc1_weight, M, I, H, tile, BLOCK_P, BLOCK_Q, BLOCK_K)
 
 
 @triton.jit
@@ -158,9 +99,9 @@ def weight_grad_kernel(
     pid = tl.program_id(0)
     fc2_tiles: tl.constexpr = weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q)
     if pid < fc2_tiles:
-        _token_contraction_tma(grad_residual, gelu_output, grad_fc2_weight, M, H, I, pid, BLOCK_P, BLOCK_Q, BLOCK_K)
+        _token_contraction(grad_residual, gelu_output, grad_fc2_weight, M, H, I, pid, BLOCK_P, BLOCK_Q, BLOCK_K)
     elif pid < 2 * fc2_tiles:
-        _token_contraction_tma(grad_fc1_output, hidden_states, grad_fc1_weight, M, I, H, pid - fc2_tiles,
+        _token_contraction(grad_fc1_output, hidden_states, grad_fc1_weight, M, I, H, pid - fc2_tiles,
                                BLOCK_P, BLOCK_Q, BLOCK_K)
     else:
         column_sums_chunk(pid - 2 * fc2_tiles, ln_partials, num_ln_partials, bias_partials, num_bias_partials,

@@ -20,13 +20,3 @@ def test_kernels_compile_for_every_target():
     assert result.returncode == 0, output
     assert all(f"{arch} " in result.stdout for arch in ("sm_90", "sm_100")), output  # it checked something
 
-
-def test_residency_check_flags_a_grid_that_cannot_be_resident():
-    from types import SimpleNamespace
-
-    from bench.compile_check import TARGETS, residency_problems
-
-    fits = SimpleNamespace(num_warps=4, shared=48 * 1024, tmem_size=128)
-    too_big = SimpleNamespace(num_warps=8, shared=120 * 1024, tmem_size=300)
-    assert residency_problems(TARGETS["sm_100"], fits, 2) == []
-    assert len(residency_problems(TARGETS["sm_100"], too_big, 2)) == 3

@@ -78,18 +78,6 @@ def test_live_draw(batch_size, seq_len, device, nan_outputs, outputs_pass):
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
-@pytest.mark.parametrize("batch_size, seq_len", EDGE_SHAPES)
-def test_one_launch_per_stage_path(batch_size, seq_len, device, nan_outputs, outputs_pass, monkeypatch):
-    """The multi-launch path (taken above SingleLaunchConfig.max_tokens) on the same small shapes, so
-    its stage kernels, tile order and multi-program partial sums are tested without a GPU too."""
-    arch = configs.architecture(device)
-    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(configs.PLANS[arch], single_launch=None))
-    inputs = draw(batch_size, seq_len, device, seed=200 + seq_len)
-    outputs = nan_outputs(batch_size, seq_len, device)
-    call(inputs, outputs)
-    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
-
-
 BY_TOKEN_TABLES = [pytest.param(field, entry, id=f"{field}-{entry}")
                    for field in ("gelu_gemm", "input_gemm") for entry in range(len(getattr(configs.PLANS["cpu"], field)))]
 
@@ -102,7 +90,7 @@ def test_stage_tiles_by_tokens(field, entry, device, nan_outputs, outputs_pass, 
     table = getattr(plan, field)
     tiles = table[min(entry, len(table) - 1)][1]
     monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(
-        plan, single_launch=None, **{field: ((configs.ANY_TOKENS, tiles),)}))
+        plan, **{field: ((configs.ANY_TOKENS, tiles),)}))
     inputs = draw(2, 37, device, seed=300 + entry)
     outputs = nan_outputs(2, 37, device)
     call(inputs, outputs)
@@ -116,7 +104,7 @@ def test_unaligned_fc1_output(device, nan_outputs, outputs_pass, monkeypatch):
     plan = configs.PLANS[arch]
     persistent = next(g for _, g in plan.gelu_gemm if g.programs_per_sm > 0)
     monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(
-        plan, single_launch=None, gelu_gemm=((configs.ANY_TOKENS, persistent),)))
+        plan, gelu_gemm=((configs.ANY_TOKENS, persistent),)))
     named = dict(zip(reference.INPUT_NAMES, draw(1, 19, device, seed=350)))
     fc1_output = named["fc1_output"]
     storage = torch.empty(fc1_output.numel() + 1, device=device)
@@ -136,7 +124,7 @@ def test_gelu_rounded_in_stage2(programs_per_sm, device, nan_outputs, outputs_pa
     plan = configs.PLANS[arch]
     gelu_gemm = dataclasses.replace(plan.gelu_gemm[-1][1], programs_per_sm=programs_per_sm)
     monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(
-        plan, single_launch=None, round_gelu_in_stage2_from=0, gelu_gemm=((configs.ANY_TOKENS, gelu_gemm),)))
+        plan, round_gelu_in_stage2_from=0, gelu_gemm=((configs.ANY_TOKENS, gelu_gemm),)))
     inputs = draw(3, 29, device, seed=370 + programs_per_sm)
     outputs = nan_outputs(3, 29, device)
     call(inputs, outputs)
@@ -147,8 +135,7 @@ def test_launches_as_cuda_graph(device, nan_outputs, outputs_pass, monkeypatch):
     """The four launches recorded into a CUDA graph and replayed (on the CPU: launched one by one),
     twice in a row with other arguments, so that the second call cannot reuse the first one's."""
     arch = configs.architecture(device)
-    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(configs.PLANS[arch], single_launch=None,
-                                                                 cuda_graph=True))
+    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(configs.PLANS[arch], cuda_graph=True))
     for seed, (batch, seq) in ((380, (2, 37)), (381, (1, 50))):
         inputs = draw(batch, seq, device, seed=seed)
         outputs = nan_outputs(batch, seq, device)
@@ -157,10 +144,10 @@ def test_launches_as_cuda_graph(device, nan_outputs, outputs_pass, monkeypatch):
 
 
 def test_stage_2_with_fc2_weight_lo(device, nan_outputs, outputs_pass, monkeypatch):
-    """The option of multiplying by fc2_weight's fp16 remainder too (hi + lo), on both paths."""
+    """The option of multiplying by fc2_weight's fp16 remainder too (hi + lo), in both stage-2 kernels."""
     arch = configs.architecture(device)
-    for single_launch in (configs.PLANS[arch].single_launch, None):
-        plan = dataclasses.replace(configs.PLANS[arch], fc2_weight_lo=True, single_launch=single_launch)
+    for _, gelu_gemm in configs.PLANS[arch].gelu_gemm:
+        plan = dataclasses.replace(configs.PLANS[arch], fc2_weight_lo=True, gelu_gemm=((configs.ANY_TOKENS, gelu_gemm),))
         monkeypatch.setitem(configs.PLANS, arch, plan)
         inputs = draw(2, 37, device, seed=400)
         outputs = nan_outputs(2, 37, device)
@@ -172,18 +159,8 @@ def test_tiles_cover_min_size():
     """No tile is wider than the smallest H and I that check_arguments accepts (a wider tile would
     leave a dimension with no tile, its outputs unwritten)."""
     for arch, plan in configs.PLANS.items():
-        gemms = [plan.weight_gemm, *(c for _, c in plan.gelu_gemm + plan.input_gemm)]
-        if plan.single_launch is not None:
-            s = plan.single_launch
-            gemms += [s.gelu_gemm, s.input_gemm, s.weight_gemm]
-        for g in gemms:
+        for g in (plan.weight_gemm, *(c for _, c in plan.gelu_gemm + plan.input_gemm)):
             assert max(g.block_m, g.block_n, g.block_k) <= MIN_SIZE, (arch, g)
-
-
-def test_plans_run_every_phase():
-    """`phases` below 3 leaves outputs unwritten: it exists only for profile_stages' breakdown."""
-    for arch, plan in configs.PLANS.items():
-        assert plan.single_launch is None or plan.single_launch.phases == 3, arch
 
 
 def test_random_ln_weight_and_eps(device, nan_outputs, outputs_pass):
