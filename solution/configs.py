@@ -56,6 +56,9 @@ class LaunchPlan:
     # The multi-launch path's launches captured into a CUDA graph each call and replayed, so that the
     # GPU runs them back to back (cuda_graph.py)
     cuda_graph: bool = False
+    # Up to this many tokens stages 3 and 4 (both need only stages 1 and 2) run concurrently in the
+    # CUDA graph, so that each fills SMs the other leaves idle; 0: one after the other
+    overlap_stages_3_4_up_to: int = 0
 
 
 # H200 measurements behind each choice, cited beside it (results/*.json, written by

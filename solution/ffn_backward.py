@@ -34,7 +34,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .arguments import Dims, check_arguments
 from .configs import GemmConfig, LaunchPlan, for_tokens, launch_plan, multiprocessor_count
-from .cuda_graph import launch_as_graph
+from .cuda_graph import create_events, launch_as_graph
 from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
@@ -60,6 +60,9 @@ class Launch:
     args: tuple
     constexprs: dict
     options: dict
+    # may run at the same time as the launch before it (both after everything before that one):
+    # honoured only by the CUDA-graph launch, otherwise launches run in order
+    concurrent_with_previous: bool = False
 
     def __call__(self) -> None:
         self.kernel[self.grid](*self.args, **self.constexprs, **self.options)
@@ -187,7 +190,7 @@ def build_launches(dims: Dims, inputs: dict, eps, outputs: dict, plan: LaunchPla
                 y.grad_fc1_bias, M),
                dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k,
                     SUM_BLOCK_R=plan.sum_block_r),
-               _gemm_options(g4)),
+               _gemm_options(g4), concurrent_with_previous=M <= plan.overlap_stages_3_4_up_to),
     ]
 
 
@@ -232,15 +235,31 @@ def run(
             go()
 
 
+_GRAPH_WIDTH = 2  # the most launches that run concurrently
 _CAPTURE_STREAMS: dict = {}
+
+
+def concurrent_groups(launches: list[Launch]) -> list[list[Launch]]:
+    """Consecutive launches grouped by `concurrent_with_previous`."""
+    groups: list[list[Launch]] = []
+    for launch in launches:
+        if launch.concurrent_with_previous and groups:
+            groups[-1].append(launch)
+        else:
+            groups.append([launch])
+    return groups
 
 
 def replay_as_graph(launches: list[Launch], device: torch.device) -> None:
     """`launches` recorded into a CUDA graph and launched as one (cuda_graph.py), on the current
-    stream. Recording needs a stream other than the default one (one per device, created once);
-    nothing runs on it."""
+    stream. Recording needs streams other than the default one, and events for the forks and joins
+    of concurrent launches (made once per device); nothing runs on those streams."""
     if device not in _CAPTURE_STREAMS:
-        _CAPTURE_STREAMS[device] = torch.cuda.Stream(device)
-    capture = _CAPTURE_STREAMS[device].cuda_stream
-    launch_as_graph([launch.prepare(capture) for launch in launches], capture,
-                    torch.cuda.current_stream(device).cuda_stream)
+        _CAPTURE_STREAMS[device] = ([torch.cuda.Stream(device) for _ in range(_GRAPH_WIDTH)],
+                                    create_events(_GRAPH_WIDTH))
+    streams, events = _CAPTURE_STREAMS[device]
+    groups = concurrent_groups(launches)
+    if max(map(len, groups)) > _GRAPH_WIDTH:
+        raise ValueError(f"more than {_GRAPH_WIDTH} concurrent launches")
+    launch_as_graph([[launch.prepare(streams[j].cuda_stream) for j, launch in enumerate(group)] for group in groups],
+                    [s.cuda_stream for s in streams], events, torch.cuda.current_stream(device).cuda_stream)

@@ -14,6 +14,7 @@ import reference
 from reference.fixtures import FIXTURE_TOLERANCE
 from solution import configs
 from solution.arguments import MIN_SIZE
+from solution import ffn_backward
 from solution.ffn_backward import run as solution_run
 
 # Live draws are compared with the reference on the same inputs under FIXTURE_TOLERANCE, the tightest
@@ -131,16 +132,26 @@ def test_gelu_rounded_in_stage2(programs_per_sm, device, nan_outputs, outputs_pa
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
-def test_launches_as_cuda_graph(device, nan_outputs, outputs_pass, monkeypatch):
+@pytest.mark.parametrize("overlap", [False, True], ids=["in-order", "stages-3-4-concurrent"])
+def test_launches_as_cuda_graph(overlap, device, nan_outputs, outputs_pass, monkeypatch):
     """The four launches recorded into a CUDA graph and replayed (on the CPU: launched one by one),
-    twice in a row with other arguments, so that the second call cannot reuse the first one's."""
+    twice in a row with other arguments, so that the second call cannot reuse the first one's; with
+    stages 3 and 4 in order or concurrent."""
     arch = configs.architecture(device)
-    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(configs.PLANS[arch], cuda_graph=True))
+    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(
+        configs.PLANS[arch], cuda_graph=True, overlap_stages_3_4_up_to=configs.ANY_TOKENS if overlap else 0))
     for seed, (batch, seq) in ((380, (2, 37)), (381, (1, 50))):
         inputs = draw(batch, seq, device, seed=seed)
         outputs = nan_outputs(batch, seq, device)
         call(inputs, outputs)
         outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
+def test_concurrent_groups():
+    launch = ffn_backward.Launch(kernel=None, grid=(1,), args=(), constexprs={}, options={})
+    with_previous = dataclasses.replace(launch, concurrent_with_previous=True)
+    groups = ffn_backward.concurrent_groups([with_previous, launch, launch, with_previous, launch])
+    assert [len(g) for g in groups] == [1, 1, 2, 1]
 
 
 def test_stage_2_with_fc2_weight_lo(device, nan_outputs, outputs_pass, monkeypatch):
