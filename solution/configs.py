@@ -59,6 +59,10 @@ class LaunchPlan:
     # Up to this many tokens stages 3 and 4 (both need only stages 1 and 2) run concurrently in the
     # CUDA graph, so that each fills SMs the other leaves idle; 0: one after the other
     overlap_stages_3_4_up_to: int = 0
+    # Up to this many tokens stage 4 is two launches instead: grad_fc2_weight beside stage 2 (it needs
+    # only stage 1, unless stage 2 rounds gelu_output), grad_fc1_weight and the column sums beside
+    # stage 3; 0: never
+    weight_grads_beside_stages_2_3_up_to: int = 0
 
 
 # H200 measurements behind each choice, cited beside it (results/*.json, written by
