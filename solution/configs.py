@@ -131,6 +131,9 @@ _HOPPER = LaunchPlan(
     # at 128 tokens, 32.7 vs 33.2 at 131, 36.0 vs 42.5 at 422, 39.3 vs 52.8 at 613, 49.6 vs 62.4 at
     # 1163 (results/limit_7425bc3.json), before the small tiles above.
     cuda_graph=True,
+    # stage 4 split beside stages 2 and 3 wherever stage 2 leaves gelu_output to stage 1 (below
+    # round_gelu_in_stage2_from): measurement to follow (profile_stages --sweep overlap)
+    weight_grads_beside_stages_2_3_up_to=ANY_TOKENS,
 )
 
 PLANS = {
