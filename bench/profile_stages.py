@@ -71,10 +71,8 @@ SWEEPS = {"large": [
 ], "few_tokens": [  # up to 1024 tokens: the larger token counts' tiles of stages 2 and 3 instead
     {"gelu_gemm": _DEFAULT.gelu_gemm[1:]}, {"input_gemm": _DEFAULT.input_gemm[1:]},
     {"gelu_gemm": _all_tokens(GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4))},
-], "overlap": [  # the CUDA graph's concurrency: in order; stages 3 and 4 concurrent; stage 4 split beside 2 and 3
-    {"weight_grads_beside_stages_2_3_up_to": 0},
-    {"weight_grads_beside_stages_2_3_up_to": 0, "overlap_stages_3_4_up_to": configs.ANY_TOKENS},
-    {"weight_grads_beside_stages_2_3_up_to": configs.ANY_TOKENS},
+], "overlap": [  # stages 3 and 4 in the CUDA graph: in order, or concurrent at every token count
+    {"overlap_stages_3_4_up_to": 0}, {"overlap_stages_3_4_up_to": configs.ANY_TOKENS},
 ], "graph": [  # four separate launches instead of a CUDA graph; also with the one-tile stage 2
     {"cuda_graph": False},
     {"cuda_graph": False, "gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 4))},

@@ -59,10 +59,6 @@ class LaunchPlan:
     # Up to this many tokens stages 3 and 4 (both need only stages 1 and 2) run concurrently in the
     # CUDA graph, so that each fills SMs the other leaves idle; 0: one after the other
     overlap_stages_3_4_up_to: int = 0
-    # Up to this many tokens stage 4 is two launches instead: grad_fc2_weight beside stage 2 (it needs
-    # only stage 1, unless stage 2 rounds gelu_output), grad_fc1_weight and the column sums beside
-    # stage 3; 0: never
-    weight_grads_beside_stages_2_3_up_to: int = 0
 
 
 # H200 measurements behind each choice, cited beside it (results/*.json, written by
@@ -131,9 +127,14 @@ _HOPPER = LaunchPlan(
     # at 128 tokens, 32.7 vs 33.2 at 131, 36.0 vs 42.5 at 422, 39.3 vs 52.8 at 613, 49.6 vs 62.4 at
     # 1163 (results/limit_7425bc3.json), before the small tiles above.
     cuda_graph=True,
-    # stage 4 split beside stages 2 and 3 wherever stage 2 leaves gelu_output to stage 1 (below
-    # round_gelu_in_stage2_from): measurement to follow (profile_stages --sweep overlap)
-    weight_grads_beside_stages_2_3_up_to=ANY_TOKENS,
+    # Stages 3 and 4 concurrent vs in order (official timer, one run, results/overlap_6a1d1d9.json):
+    # 128 tokens 22.9 vs 26.2 us, 422: 28.1 vs 32.6, 1163: 43.8 vs 50.3; from 2984 tokens both
+    # kernels fill the GPU and in order is as fast or faster (2984: 94.4 vs 92.4, 7184: 192.7 vs
+    # 191.5, 11384: 301.2 vs 299.0, 131072: 3117 vs 3103; the same configuration varied by 70 us
+    # between runs there). Not adopted: stage 4 split in two launches, grad_fc2_weight beside stage 2
+    # (it needs stage 1 only) and the rest beside stage 3: 23.2 us at 128 tokens, but 219.8 vs
+    # 191.5 at 7184, where it slowed stage 2 (results/overlap_6a1d1d9.json, eval_6a1d1d9.json).
+    overlap_stages_3_4_up_to=2048,
 )
 
 PLANS = {

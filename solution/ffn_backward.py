@@ -24,7 +24,6 @@ runs them back to back without the host's launch gaps.
 from __future__ import annotations
 
 from collections.abc import Callable
-import dataclasses
 from dataclasses import dataclass
 from functools import partial
 from types import SimpleNamespace
@@ -39,7 +38,7 @@ from .cuda_graph import create_events, launch_as_graph
 from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
-from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs, weight_grad_tiles
+from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
 
 
 INPUT_NAMES = (
@@ -171,7 +170,7 @@ def build_launches(dims: Dims, inputs: dict, eps, outputs: dict, plan: LaunchPla
     bias_partial_rows = triton.cdiv(M, g2.block_m)
     ws = Workspace.allocate(dims, row_programs, bias_partial_rows)
     round_gelu = M >= plan.round_gelu_in_stage2_from and g2.programs_per_sm > 0
-    stages = [
+    return [
         Launch(layernorm_backward_kernel, (row_programs + fp16_chunks(M, H, I, plan.fp16_chunk, not round_gelu),),
                (x.grad_output, x.normalized, x.var, x.ln_weight, float(eps), x.hidden_states, x.gelu_output,
                 x.fc1_weight, x.fc2_weight, ws.grad_residual, ws.grad_residual_f16, ws.hidden_states_f16,
@@ -183,24 +182,17 @@ def build_launches(dims: Dims, inputs: dict, eps, outputs: dict, plan: LaunchPla
                (_blocks(ws.grad_fc1_output, g3.block_m, g3.block_k), _blocks(ws.fc1_weight_f16, g3.block_k, g3.block_n),
                 _blocks(ws.grad_residual, g3.block_m, g3.block_n), y.grad_hidden_states, M),
                dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m), _gemm_options(g3)),
+        # stage 4 needs stages 1 and 2, not stage 3: the two may run concurrently
+        Launch(weight_grad_kernel, (weight_grad_programs(H, I, g4.block_m, g4.block_n),),
+               (_blocks(ws.grad_residual_f16, g4.block_k, g4.block_m), _blocks(ws.gelu_output_f16, g4.block_k, g4.block_n),
+                _blocks(ws.grad_fc1_output, g4.block_k, g4.block_m), _blocks(ws.hidden_states_f16, g4.block_k, g4.block_n),
+                ws.ln_partials, row_programs, ws.bias_partials, bias_partial_rows,
+                y.grad_fc2_weight, y.grad_fc1_weight, y.grad_ln_weight, y.grad_ln_bias, y.grad_fc2_bias,
+                y.grad_fc1_bias, M),
+               dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k,
+                    SUM_BLOCK_R=plan.sum_block_r),
+               _gemm_options(g4), concurrent_with_previous=M <= plan.overlap_stages_3_4_up_to),
     ]
-    weight_grads = Launch(
-        weight_grad_kernel, (weight_grad_programs(H, I, g4.block_m, g4.block_n),),
-        (_blocks(ws.grad_residual_f16, g4.block_k, g4.block_m), _blocks(ws.gelu_output_f16, g4.block_k, g4.block_n),
-         _blocks(ws.grad_fc1_output, g4.block_k, g4.block_m), _blocks(ws.hidden_states_f16, g4.block_k, g4.block_n),
-         ws.ln_partials, row_programs, ws.bias_partials, bias_partial_rows,
-         y.grad_fc2_weight, y.grad_fc1_weight, y.grad_ln_weight, y.grad_ln_bias, y.grad_fc2_bias, y.grad_fc1_bias, M),
-        dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, SUM_BLOCK_R=plan.sum_block_r,
-             FIRST_PROGRAM=0),
-        _gemm_options(g4))
-    if M <= plan.weight_grads_beside_stages_2_3_up_to and not round_gelu:
-        # grad_fc2_weight's tiles beside stage 2 (they need stage 1 only), the rest beside stage 3
-        fc2_tiles = weight_grad_tiles(H, I, g4.block_m, g4.block_n)
-        fc2_weight_grad = dataclasses.replace(weight_grads, grid=(fc2_tiles,), concurrent_with_previous=True)
-        rest = dataclasses.replace(weight_grads, grid=(weight_grads.grid[0] - fc2_tiles,), concurrent_with_previous=True,
-                                   constexprs=dict(weight_grads.constexprs, FIRST_PROGRAM=fc2_tiles))
-        return [stages[0], stages[1], fc2_weight_grad, stages[2], rest]
-    return [*stages, dataclasses.replace(weight_grads, concurrent_with_previous=M <= plan.overlap_stages_3_4_up_to)]
 
 
 def run(

@@ -7,8 +7,6 @@ One launch holds both GEMMs and the reductions of the earlier stages' per-progra
 programs [0, T) own the tiles of grad_fc2_weight, [T, 2T) those of grad_fc1_weight (both weights have
 H x I elements, so T tiles each), and the last ones each sum one H-wide column chunk: grad_ln_weight,
 grad_ln_bias, grad_fc2_bias (from the LayerNorm partials), then the I / H chunks of grad_fc1_bias.
-The programs may also be split over two launches, [0, T) and the rest: grad_fc2_weight needs only
-stage 1's output, so its launch can run beside stage 2.
 Every tile loops over all tokens in a fixed order, so the result is deterministic. The GEMM
 operands (stage 1's and stage 2's fp16 workspaces) are loaded by TMA.
 """
@@ -97,9 +95,8 @@ def weight_grad_kernel(
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
     SUM_BLOCK_R: tl.constexpr,
-    FIRST_PROGRAM: tl.constexpr,  # this launch's programs are FIRST_PROGRAM, FIRST_PROGRAM + 1, ...
 ):
-    pid = FIRST_PROGRAM + tl.program_id(0)
+    pid = tl.program_id(0)
     fc2_tiles: tl.constexpr = weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q)
     if pid < fc2_tiles:
         _token_contraction(grad_residual, gelu_output, grad_fc2_weight, M, H, I, pid, BLOCK_P, BLOCK_Q, BLOCK_K)
