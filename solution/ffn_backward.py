@@ -18,7 +18,8 @@ Inputs are never written; `residual_output` is not needed (the LayerNorm backwar
 
 One kernel per stage, each with its own tile shape and warp count by token count (configs.py); the
 four are recorded into a CUDA graph at each call and launched as one (cuda_graph.py), so that the GPU
-runs them back to back without the host's launch gaps.
+runs them back to back without the host's launch gaps. Stage 4 does not need stage 3: at few tokens
+the graph lets the two run concurrently.
 """
 
 from __future__ import annotations
