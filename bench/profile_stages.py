@@ -48,7 +48,7 @@ SWEEPS = {"large": [
     {"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 128, 64, 8, 4), GemmConfig(64, 256, 64, 8, 3),
                                              GemmConfig(64, 128, 64, 4, 4), GemmConfig(128, 128, 64, 4, 4),
                                              GemmConfig(128, 256, 64, 8, 3))
-], "tiles": [  # the multi-launch stages' tiles, stage 2 first
+], "tiles": [  # the stages' tiles, stage 2 first
     *({"gelu_gemm": _all_tokens(c)} for c in (GemmConfig(128, 64, 64, 4, 2), GemmConfig(128, 64, 64, 4, 4),
                                               GemmConfig(128, 64, 32, 4, 4), GemmConfig(256, 64, 64, 8, 3))),
     {"input_gemm": _all_tokens(GemmConfig(128, 64, 64, 4, 3))}, {"weight_gemm": GemmConfig(128, 128, 64, 8, 3)},

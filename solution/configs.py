@@ -53,8 +53,8 @@ class LaunchPlan:
     # epilogue rounds gelu_output to fp16 too, tile by tile, instead of stage 1's streaming pass
     # (bench/profile_stages.py --sweep gelu_copy); ANY_TOKENS: never
     round_gelu_in_stage2_from: int = ANY_TOKENS
-    # The multi-launch path's launches captured into a CUDA graph each call and replayed, so that the
-    # GPU runs them back to back (cuda_graph.py)
+    # The four launches captured into a CUDA graph each call and replayed, so that the GPU runs them
+    # back to back (cuda_graph.py); otherwise launched one by one
     cuda_graph: bool = False
     # Up to this many tokens stages 3 and 4 (both need only stages 1 and 2) run concurrently in the
     # CUDA graph, so that each fills SMs the other leaves idle; 0: one after the other

@@ -16,13 +16,12 @@ reduces in a fixed order (deterministic).
 The same launch rounds the other GEMM operands to fp16 once, so that the GEMM kernels read 16-bit
 operands: `hidden_states` (row programs, alongside the LayerNorm rows), then both weights and
 `gelu_output` as flat chunks of BLOCK elements (the programs after the row programs, one chunk
-each). Copying `gelu_output` in this
-streaming pass keeps its 8 KB a token of fp32 reads out of stage 2's GEMM epilogue; from
-configs.LaunchPlan.round_gelu_in_stage2_from tokens on, stage 2's epilogue rounds it instead. `fc2_weight`
-is split into two fp16 parts, hi + lo. Stage 2 multiplies by lo too only if the plan asks
-(configs.LaunchPlan.fc2_weight_lo, off by default). That removes fc2_weight's rounding error from
-grad_fc1_output, and so from grad_fc1_bias (a sum of grad_fc1_output over all tokens), the output
-closest to its tolerance. The lo part (2 MB) is written only then.
+each). Copying `gelu_output` in this streaming pass keeps its 8 KB a token of fp32 reads out of
+stage 2's GEMM epilogue; from configs.LaunchPlan.round_gelu_in_stage2_from tokens on, stage 2's
+epilogue rounds it instead. `fc2_weight` is split into two fp16 parts, hi + lo. Stage 2 multiplies
+by lo too only if the plan asks (configs.LaunchPlan.fc2_weight_lo, off by default). That removes
+fc2_weight's rounding error from grad_fc1_output, and so from grad_fc1_bias (a sum of
+grad_fc1_output over all tokens), the output closest to its tolerance. The lo part (2 MB) is written only then.
 """
 
 import triton

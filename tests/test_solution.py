@@ -12,9 +12,8 @@ import torch
 
 import reference
 from reference.fixtures import FIXTURE_TOLERANCE
-from solution import configs
+from solution import configs, ffn_backward
 from solution.arguments import MIN_SIZE
-from solution import ffn_backward
 from solution.ffn_backward import run as solution_run
 
 # Live draws are compared with the reference on the same inputs under FIXTURE_TOLERANCE, the tightest
