@@ -31,12 +31,27 @@ GELU_COEFF = 0.044715
 AUTOGRAD_RTOL = 1e-10
 AUTOGRAD_ATOL_OF_MAX = 1e-10
 
-# Recomputing the fp32 reference may differ from the stored outputs only by fp32 rounding (another
-# BLAS, another blocking of the 512- and 2048-long dot products): measured fp32-vs-float64 error of
-# the stored outputs is <= 6.2e-7 of each tensor's largest value, so two fp32 computations differ by
-# at most ~1.2e-6 of it. atol 1e-5 of the largest value (and rtol 1e-5), all elements, is 8x that.
-DRIFT_RTOL = 1e-5
-DRIFT_ATOL_OF_MAX = 1e-5
+# Two fp32 computations of the same values (the reference's outputs, or the inputs get_inputs computes
+# by matmul) differ only by fp32 rounding: another BLAS, another CPU, another blocking of the 512- and
+# 2048-long dot products. Measured fp32-vs-float64 error of the stored fixtures is <= 6.3e-7 of each
+# tensor's largest value (outputs and computed inputs alike), so two fp32 computations differ by at
+# most ~1.3e-6 of it. atol 1e-5 of the largest value (and rtol 1e-5), all elements, is 8x that (the
+# stored computed inputs use <= 0.06 of it against float64; MKL's AVX2 path, as on AMD CPUs, redraws
+# them up to 1.7e-6 apart, 0.04 of it); a wrong computation (erf GELU, unbiased var, eps 1e-6, one
+# input off by 1e-3 of its scale) is 2.6-410x over it (test_the_fp32_tolerance_catches_a_wrong_forward_pass).
+FP32_RTOL = 1e-5
+FP32_ATOL_OF_MAX = 1e-5
+
+# What get_inputs draws from the seed (compared bit for bit with a fresh draw), the constants it sets
+# (ln_weight = ones, eps), and what it computes from the draws by the forward pass (compared within
+# the fp32 tolerance: a matmul's summation order is the CPU's and the BLAS's choice).
+DRAWN_INPUTS = ("grad_output", "hidden_states", "fc1_weight", "fc2_weight")
+CONSTANT_INPUTS = ("ln_weight", "eps")
+COMPUTED_INPUTS = ("fc1_output", "gelu_output", "residual_output", "normalized", "var")
+# torch's CPU randn: AVX2 and AVX512 kernels draw the same stream (the fixtures were written under
+# AVX512 and redraw bit for bit with ATEN_CPU_CAPABILITY=avx2); the DEFAULT kernel (no AVX2, e.g.
+# aarch64) evaluates Box-Muller's log and cos differently, up to ~4e-7 of the largest value.
+FIXTURE_RANDN_CAPABILITIES = ("AVX2", "AVX512")
 
 AUTOGRAD_SHAPES = [
     pytest.param(2, 3, id="two-sequences-B2xS3"),
@@ -46,6 +61,21 @@ AUTOGRAD_SHAPES = [
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * x * (1.0 + torch.tanh(SQRT_2_OVER_PI * (x + GELU_COEFF * x**3)))
+
+
+def forward_pass(x, w1, b1, w2, b2, eps: float) -> dict[str, torch.Tensor]:
+    """The block's forward pass up to LayerNorm's affine step, written independently of the definition:
+    the values get_inputs hands to the backward pass (with zero biases)."""
+    fc1_output = x @ w1.T + b1
+    gelu_output = gelu_tanh(fc1_output)
+    residual_output = gelu_output @ w2.T + b2 + x
+    mean = residual_output.mean(dim=-1, keepdim=True)
+    var = ((residual_output - mean) ** 2).mean(dim=-1, keepdim=True)  # biased
+    normalized = (residual_output - mean) / torch.sqrt(var + eps)
+    return {
+        "fc1_output": fc1_output, "gelu_output": gelu_output, "residual_output": residual_output,
+        "normalized": normalized, "var": var,
+    }
 
 
 @pytest.mark.parametrize("batch_size, seq_len", AUTOGRAD_SHAPES)
@@ -66,13 +96,8 @@ def test_reference_is_the_autograd_gradient(batch_size, seq_len):
     ln_weight = leaf(hidden)  # random, signed, non-unit: a term dropped from the LN backward shows
     ln_bias = leaf(hidden)
 
-    fc1_output = x @ w1.T + b1
-    gelu_output = gelu_tanh(fc1_output)
-    residual_output = gelu_output @ w2.T + b2 + x
-    mean = residual_output.mean(dim=-1, keepdim=True)
-    var = ((residual_output - mean) ** 2).mean(dim=-1, keepdim=True)  # biased
-    normalized = (residual_output - mean) / torch.sqrt(var + EPS)
-    y = normalized * ln_weight + ln_bias
+    forward = forward_pass(x, w1, b1, w2, b2, EPS)
+    y = forward["normalized"] * ln_weight + ln_bias
 
     grad_output = torch.randn(y.shape, generator=gen, dtype=torch.float64)
     leaves = {
@@ -83,9 +108,8 @@ def test_reference_is_the_autograd_gradient(batch_size, seq_len):
     truth = dict(zip(leaves, torch.autograd.grad(y, tuple(leaves.values()), grad_output)))
 
     saved = {
-        "grad_output": grad_output, "hidden_states": x, "fc1_weight": w1, "fc1_output": fc1_output,
-        "gelu_output": gelu_output, "fc2_weight": w2, "residual_output": residual_output,
-        "normalized": normalized, "var": var, "ln_weight": ln_weight, "eps": EPS,
+        **forward, "grad_output": grad_output, "hidden_states": x, "fc1_weight": w1, "fc2_weight": w2,
+        "ln_weight": ln_weight, "eps": EPS,
     }
     inputs = [v.detach() if torch.is_tensor(v) else v for v in (saved[n] for n in reference.INPUT_NAMES)]
     for name, got in zip(reference.OUTPUT_NAMES, reference.run(*inputs)):
@@ -97,23 +121,93 @@ def test_reference_is_the_autograd_gradient(batch_size, seq_len):
         )
 
 
-def drift_tolerance(name: str, expected: torch.Tensor) -> reference.Tolerance:
+def fp32_tolerance(name: str, expected: torch.Tensor) -> reference.Tolerance:
+    """Room for fp32 rounding only (FP32_ATOL_OF_MAX above), every element."""
     return reference.Tolerance(
-        max_atol=DRIFT_ATOL_OF_MAX * expected.abs().max().item(), max_rtol=DRIFT_RTOL, required_matched_ratio=1.0,
+        max_atol=FP32_ATOL_OF_MAX * expected.abs().max().item(), max_rtol=FP32_RTOL, required_matched_ratio=1.0,
     )
+
+
+def fp32_failures(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> dict[str, str]:
+    """The tensors of `want` that `got` does not match within fp32_tolerance, with the check's numbers."""
+    failures = {}
+    for name, expected in want.items():
+        verdict = reference.check_output(got[name].double(), expected.double(), fp32_tolerance(name, expected))
+        if not verdict.passed:
+            failures[name] = f"worst ratio {verdict.worst_ratio:.3g}, max abs {verdict.max_abs:.3g} {verdict.reason}"
+    return failures
+
+
+def stored_inputs(fixture) -> dict:
+    return dict(zip(reference.INPUT_NAMES, fixture.inputs))
+
+
+def float64_forward_pass(inputs: dict) -> dict[str, torch.Tensor]:
+    """The computed inputs, in float64, from the drawn ones (get_inputs adds no biases)."""
+    x, w1, w2 = (inputs[name].double() for name in ("hidden_states", "fc1_weight", "fc2_weight"))
+    return forward_pass(x, w1, 0.0, w2, 0.0, inputs["eps"])
 
 
 def test_fixture_outputs_are_the_reference_of_their_inputs(stored_fixture, outputs_pass):
     recomputed = dict(zip(reference.OUTPUT_NAMES, reference.run(*stored_fixture.inputs)))
-    outputs_pass(recomputed, stored_fixture.expected, drift_tolerance)
+    outputs_pass(recomputed, stored_fixture.expected, fp32_tolerance)
+
+
+def test_inputs_are_drawn_constant_or_computed():
+    assert sorted(DRAWN_INPUTS + CONSTANT_INPUTS + COMPUTED_INPUTS) == sorted(reference.INPUT_NAMES)
+
+
+def test_fixture_computed_inputs_are_the_forward_pass_of_the_drawn_ones(stored_fixture):
+    """On any CPU and torch version: the stored fp32 forward pass is the float64 one within fp32 rounding."""
+    inputs = stored_inputs(stored_fixture)
+    want = float64_forward_pass(inputs)
+    assert set(want) == set(COMPUTED_INPUTS)
+    assert fp32_failures(inputs, want) == {}
+
+
+def erf_gelu(inputs, forward):
+    return "gelu_output", torch.nn.functional.gelu(forward["fc1_output"])
+
+
+def unbiased_var(inputs, forward):
+    return "var", forward["residual_output"].var(dim=-1, keepdim=True)
+
+
+def eps_1e_6(inputs, forward):
+    return "normalized", float64_forward_pass({**inputs, "eps": 1e-6})["normalized"]
+
+
+def one_hidden_state_off_by_1e_4(inputs, forward):
+    """1e-4 = 1e-3 of hidden_states' scale (0.1), on the first element only."""
+    hidden_states = inputs["hidden_states"].clone()
+    hidden_states.view(-1)[0] += 1e-4
+    return "fc1_output", float64_forward_pass({**inputs, "hidden_states": hidden_states})["fc1_output"]
+
+
+def one_fc2_weight_row_off_by_1_percent(inputs, forward):
+    fc2_weight = inputs["fc2_weight"].clone()
+    fc2_weight[0] *= 1.01
+    return "residual_output", float64_forward_pass({**inputs, "fc2_weight": fc2_weight})["residual_output"]
+
+
+@pytest.mark.parametrize(
+    "wrong", [erf_gelu, unbiased_var, eps_1e_6, one_hidden_state_off_by_1e_4, one_fc2_weight_row_off_by_1_percent],
+    ids=lambda wrong: wrong.__name__.replace("_", "-"),
+)
+def test_the_fp32_tolerance_catches_a_wrong_forward_pass(stored_fixture, wrong):
+    """The tolerance that lets any CPU's summation order pass is tight enough to tell a wrong computation."""
+    inputs = stored_inputs(stored_fixture)
+    name, wrong_value = wrong(inputs, float64_forward_pass(inputs))
+    assert name in fp32_failures(inputs, {name: wrong_value})
 
 
 def test_fixture_metadata_and_inputs_redraw_from_the_seed(fixture_path, stored_fixture):
-    """The metadata names the draw; re-drawing it reproduces the stored inputs bit for bit.
+    """The metadata names the draw; re-drawing it reproduces the drawn inputs bit for bit, the constants
+    exactly, and the computed ones within fp32 rounding.
 
-    torch does not promise the same CPU random stream across versions (its vectorised `randn` path has
-    changed before), so the values are compared only under the torch version that wrote the file;
-    shapes and the scalar eps are compared always.
+    torch does not promise the same CPU random stream across versions or CPU kernels (its vectorised
+    `randn` path has changed before), so the values are compared only under the torch version that wrote
+    the file and a CPU kernel that draws as the writer's did; shapes and the scalar eps are compared always.
     """
     with safe_open(str(fixture_path), framework="pt") as f:
         meta = f.metadata()
@@ -125,17 +219,23 @@ def test_fixture_metadata_and_inputs_redraw_from_the_seed(fixture_path, stored_f
     assert {name: tuple(t.shape) for name, t in fx.expected.items()} == shapes
 
     torch.manual_seed(fx.seed)
-    redrawn = reference.make_inputs(fx.batch_size, fx.seq_len, "cpu")
-    for name, stored, drawn in zip(reference.INPUT_NAMES, fx.inputs, redrawn):
+    redrawn = dict(zip(reference.INPUT_NAMES, reference.make_inputs(fx.batch_size, fx.seq_len, "cpu")))
+    stored = stored_inputs(fx)
+    for name, drawn in redrawn.items():
         if torch.is_tensor(drawn):
-            assert (stored.dtype, stored.shape) == (drawn.dtype, drawn.shape), name
+            assert (stored[name].dtype, stored[name].shape) == (drawn.dtype, drawn.shape), name
         else:
-            assert stored == drawn, name
+            assert stored[name] == drawn, name
     if meta["torch"] != torch.__version__:
         pytest.skip(f"fixture written by torch {meta['torch']}, running {torch.__version__}: random streams may differ")
-    for name, stored, drawn in zip(reference.INPUT_NAMES, fx.inputs, redrawn):
-        if torch.is_tensor(drawn):
-            assert torch.equal(stored, drawn), f"{name} differs from a fresh draw with seed {fx.seed}"
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability not in FIXTURE_RANDN_CAPABILITIES:
+        pytest.skip(f"torch's {capability} randn kernel draws another stream than the writer's (AVX2/AVX512)")
+    for name in DRAWN_INPUTS + CONSTANT_INPUTS:
+        same = torch.equal(torch.as_tensor(stored[name]), torch.as_tensor(redrawn[name]))
+        assert same, f"{name} differs from a fresh draw with seed {fx.seed}"
+    failures = fp32_failures(stored, {name: redrawn[name] for name in COMPUTED_INPUTS})
+    assert failures == {}, f"computed inputs differ from a fresh draw with seed {fx.seed} beyond fp32 rounding"
 
 
 @pytest.mark.parametrize("path", [DEFINITION_PATH, WORKLOAD_PATH], ids=lambda p: p.name)
