@@ -2,8 +2,12 @@
 
     python bench/readme_table.py                      # RESULTS_FILE -> README.md
     python bench/readme_table.py --check              # exit 1 if README.md is out of date
+    python bench/readme_table.py --results FILE       # another results file
 
-The table sits between `<!-- perf:begin -->` and `<!-- perf:end -->` in README.md.
+The table sits between `<!-- perf:begin -->` and `<!-- perf:end -->` in README.md. It has a column
+per baseline the results file measured (older files lack the newer baselines), S (H200) against the
+fastest correct baseline of each workload, named in the T_b column, and, where the file has them, the
+GEMM reference (evaluation.gemm_reference) and the ratio solution / GEMM reference.
 """
 
 from __future__ import annotations
@@ -13,52 +17,154 @@ import json
 import sys
 from pathlib import Path
 
+from evaluation.baselines import LABELS
+from evaluation.report import geomean
+from evaluation.roofline import sol_score
 from reference.problem import ROOT
 
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
 RESULTS_FILE = ROOT / "results" / "eval_e7215dc.json"  # the evaluation the README reports
 
 
+class UsageError(Exception):
+    """A bad argument or input file: reported as one line."""
+
+
 def _us(ms: float | None) -> str:
     return "-" if ms is None else f"{ms * 1000:.1f}"
 
 
+def baseline_columns(rows: list[dict]) -> list[str]:
+    """The baselines any row measured, in the registry's order (names it does not know last)."""
+    measured = {name for row in rows for name in row["baselines_ms"]}
+    return [name for name in LABELS if name in measured] + sorted(measured - set(LABELS))
+
+
+def fastest_baseline(row: dict) -> tuple[str, float] | None:
+    """(name, latency ms) of the row's fastest correct baseline: the T_b of its S."""
+    baselines = row["baselines_ms"]
+    return min(baselines.items(), key=lambda item: item[1]) if baselines else None
+
+
+def score(row: dict) -> float | None:
+    """S (H200) = 1/(1 + (T - T_SOL)/(T_b - T_SOL)), T_b the fastest baseline (docs/evaluator.md §2.10)."""
+    fastest = fastest_baseline(row)
+    if fastest is None or not row["latency_ms"] or not row["t_sol_local_ms"]:
+        return None
+    return sol_score(row["latency_ms"], row["t_sol_local_ms"], fastest[1])
+
+
+def _speedup(baseline_ms: float | None, latency_ms: float | None) -> float | None:
+    return baseline_ms / latency_ms if baseline_ms and latency_ms else None
+
+
+def _times(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x faster"
+
+
+def _fixed(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _label(name: str) -> str:
+    return LABELS.get(name, name)
+
+
+def _row_line(row: dict, names: list[str], with_gemm: bool) -> str:
+    fastest = fastest_baseline(row)
+    worst = max(row["worst_ratio"].values()) if row["worst_ratio"] else None
+    cells = [
+        row["label"], str(row["tokens"]), row["status"], f"**{_us(row['latency_ms'])}**",
+        *[_us(row["baselines_ms"].get(name)) for name in names],
+        _us(row["t_sol_local_ms"]),
+        "-" if fastest is None else f"{_us(fastest[1])} ({_label(fastest[0])})",
+        _fixed(score(row)),
+    ]
+    if with_gemm:
+        cells += [_us(row.get("gemm_reference_ms")), _fixed(row.get("ratio_to_gemm_reference"), 2)]
+    cells.append(_fixed(worst))
+    return "| " + " | ".join(cells) + " |"
+
+
+def _geomean_line(results: dict, names: list[str], with_gemm: bool) -> str:
+    rows, s = results["rows"], results["summary"]
+    speedup = s["geomean_speedup_vs"]
+    fastest = [fastest_baseline(row) for row in rows]
+    cells = [
+        "**geomean**", "", f"{s['passed']}/{s['total']} passed", f"**{_us(s['geomean_latency_ms'])}**",
+        *[_times(speedup.get(name)) for name in names],
+        _us(s["geomean_t_sol_local_ms"]),
+        _times(geomean(_speedup(f[1], row["latency_ms"]) for row, f in zip(rows, fastest) if f)),
+        _fixed(geomean(score(row) for row in rows)),
+    ]
+    if with_gemm:
+        cells += [_us(geomean(row.get("gemm_reference_ms") for row in rows)),
+                  _fixed(geomean(row.get("ratio_to_gemm_reference") for row in rows), 2)]
+    cells.append("")
+    return "| " + " | ".join(cells) + " |"
+
+
 def render(results: dict, source: str) -> str:
-    p, s = results["provenance"], results["summary"]
+    p, rows = results["provenance"], results["rows"]
+    names = baseline_columns(rows)
+    with_gemm = any(row.get("gemm_reference_ms") for row in rows)
+    header = ["workload", "tokens", "status", "solution", *[_label(n) for n in names], "T_SOL H200",
+              "T_b (fastest baseline)", "S (H200)", *(["GEMM ref", "solution / GEMM ref"] if with_gemm else []),
+              "worst err/bound"]
+    align = ["---", "---:", "---", "---:", *["---:"] * (len(header) - 4)]
     lines = [
         f"Measured on {p['gpu']} (driver {p['driver']}, CUDA {p['cuda']}, torch {p['torch']}, "
         f"triton {p['triton']}), commit {p['git_commit']}, {p['date']}, timer: {p['timer']} "
         f"({p['method']}). Source: `{source}`. Latencies in µs (median of 50 calls, cold L2).",
         "",
-        "| workload | tokens | status | solution | eager ref | torch.compile | optimized PyTorch | T_SOL H200 | S (H200) | worst err/bound |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in results["rows"]:
-        b = r["baselines_ms"]
-        worst = max(r["worst_ratio"].values()) if r["worst_ratio"] else None
-        lines.append(
-            f"| {r['label']} | {r['tokens']} | {r['status']} | **{_us(r['latency_ms'])}** | {_us(b.get('eager'))} | "
-            f"{_us(b.get('compile'))} | {_us(b.get('optimized'))} | {_us(r['t_sol_local_ms'])} | "
-            f"{r['score_local']:.3f} | {'-' if worst is None else f'{worst:.3f}'} |"
-        )
-    speedup = s["geomean_speedup_vs"]
-    lines += [
-        f"| **geomean** | | {s['passed']}/{s['total']} passed | **{_us(s['geomean_latency_ms'])}** | "
-        f"{speedup.get('eager', 0):.2f}x faster | {speedup.get('compile', 0):.2f}x faster | "
-        f"{speedup.get('optimized', 0):.2f}x faster | {_us(s['geomean_t_sol_local_ms'])} | "
-        f"{s['geomean_score_local']:.3f} | |",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(align) + "|",
+        *[_row_line(row, names, with_gemm) for row in rows],
+        _geomean_line(results, names, with_gemm),
         "",
         "S (H200) = 1/(1 + (T - T_SOL)/(T_b - T_SOL)) with the local roofline T_SOL (989 TFLOP/s dense fp16, "
-        "4.8 TB/s at 2 bytes per element) and T_b = the fastest baseline measured in the same run. "
-        "worst err/bound = max over outputs and rounds of |err| / (atol + rtol |ref|) (below 1: every "
-        "element inside the official tolerance).",
+        "4.8 TB/s at 2 bytes per element) and T_b = the fastest correct baseline of the workload measured in "
+        "the same run, named in its column. worst err/bound = max over outputs and rounds of "
+        "|err| / (atol + rtol |ref|) (below 1: every element inside the official tolerance).",
     ]
+    if with_gemm:
+        lines.append(
+            "GEMM ref = the backward's four GEMMs alone as fp16 cuBLAS GEMMs with fp32 accumulation, one CUDA "
+            "graph, same timer (`evaluation/gemm_reference.py`): a reference line, not a baseline (it computes "
+            "only the GEMMs)."
+        )
     return "\n".join(lines)
 
 
 def updated_readme(readme: str, table: str) -> str:
+    if BEGIN not in readme or END not in readme:
+        raise UsageError(f"the README has no {BEGIN} ... {END} markers")
     start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
     return readme[:start] + "\n" + table + "\n" + readme[end:]
+
+
+def _shown_path(path: Path) -> str:
+    """The results file as the README names it: relative to the repository when inside it."""
+    resolved = path.resolve()
+    return resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT) else str(path)
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text()
+    except OSError as e:
+        raise UsageError(f"cannot read the {what} {path}: {e.strerror}") from e
+
+
+def table_for(results_path: Path) -> str:
+    try:
+        results = json.loads(_read(results_path, "results file"))
+        return render(results, _shown_path(results_path))
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{results_path} is not JSON: {e}") from e
+    except (KeyError, TypeError, AttributeError) as e:
+        raise UsageError(f"{results_path} is not an evaluator results file (python -m evaluation.cli): "
+                         f"{type(e).__name__} {e}") from e
 
 
 def main(argv=None) -> int:
@@ -67,9 +173,12 @@ def main(argv=None) -> int:
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--check", action="store_true", help="only check that the README is up to date")
     args = parser.parse_args(argv)
-    table = render(json.loads(args.results.read_text()), args.results.relative_to(ROOT).as_posix())
-    current = args.readme.read_text()
-    new = updated_readme(current, table)
+    try:
+        current = _read(args.readme, "README")
+        new = updated_readme(current, table_for(args.results))
+    except UsageError as e:
+        print(f"readme_table: {e}", file=sys.stderr)
+        return 2
     if args.check:
         if new != current:
             print(f"{args.readme} is out of date: run python bench/readme_table.py", file=sys.stderr)
