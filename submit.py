@@ -4,21 +4,24 @@
     python submit.py --check             # ... then run it on the stored fixtures
     python submit.py --check --no-write  # check an existing solution.json as it is
 
-Format: protocol.md section 1.3 and Appendix A. Every file under the solution dir becomes a source
-(recursively, minus __pycache__ and *.pyc), sorted by path; paths are relative to the directory of
-the output file, the directory the official CLI resolves them against (section 4.1): `solution/...`
-for the default output. The output is deterministic (no timestamps) and written atomically.
+Format: docs/evaluator.md §1.3 and Appendix A. Every file under the solution dir becomes a source
+(recursively, minus __pycache__ and *.pyc), sorted by path; paths are relative to the package root, the
+solution dir's parent, so the package imports under its own name wherever the file is written:
+`solution/...` for this repository. `--output` says only where the file goes. (Every source carries its
+content, so the official CLI's fallback of reading empty ones next to solution.json, §4.1, never
+applies.) The output is deterministic (no timestamps) and written atomically; a refusal is one line
+per broken rule, with exit status 1.
 
 Besides the official rules (`schemas.validate.validate_solution`) packaging refuses, as the hardening of
-section 7 recommends: an empty file (the official loader rejects empty content, section 1.3; named here
-by its path), any path component that is a reserved staging name (section 2.1), and any path component
-that is the name of an installed module (section 3.11: the staging dir is first on sys.path, so a
+§7 recommends: an empty file (the official loader rejects empty content, §1.3; named here by its
+path), any path component that is a reserved staging name (§2.1), and any path component that is the
+name of an installed module (§3.11: the staging dir is first on sys.path, so a
 `triton.py` shadows triton). Every component is checked, not only the top-level one, because a module
 shadows as soon as its own directory lands on sys.path (`python solution/x.py`, a flattening packager).
 
-`--check` unpacks the file into a temporary staging dir laid out as in section 2.1 and, in a
-subprocess whose cwd and sys.path[0] are that dir, imports the entry point as section 2.2 step 8
-does, then runs it destination-passing style on every stored fixture and compares each output with
+`--check` unpacks the file into a temporary staging dir laid out as in §2.1 and, in a subprocess
+whose cwd and sys.path[0] are that dir, imports the entry point as §2.2 step 8 does, then runs it
+destination-passing style on every stored fixture and compares each output with
 `reference.check_output` at `FIXTURE_TOLERANCE`. Without CUDA it runs on the CPU with
 TRITON_INTERPRET=1 set in the subprocess environment, before anything imports triton.
 """
@@ -54,12 +57,12 @@ ROOT = Path(__file__).resolve().parent
 DEFINITION_FILE = ROOT / "definition.json"
 WORKLOAD_FILE = ROOT / "workload.jsonl"
 
-# protocol.md 2.1: files the packager and the driver write into the staging dir.
+# docs/evaluator.md §2.1: files the packager and the driver write into the staging dir.
 RESERVED_NAMES = frozenset({
     "definition.json", "workload.jsonl", "solution.json", "config.json",
     "eval_driver.py", "build_ext.py", "_reference.py", "benchmark_kernel.so",
 })
-# protocol.md 3.11 and 5: top-level modules of the evaluation image, refused even where they are not
+# docs/evaluator.md §3.11 and §5: top-level modules of the evaluation image, refused even where they are not
 # installed locally (e.g. cupti on a machine without a GPU).
 EVALUATION_IMAGE_MODULES = frozenset({
     "torch", "torchvision", "triton", "cupti", "numpy", "safetensors", "pydantic", "pydantic_core",
@@ -77,35 +80,34 @@ class Refused(Exception):
 # Packaging
 
 
-def relative_path(path: Path, base: Path) -> str:
-    """`path` relative to `base` with `/` separators; `..` where it lies outside (refused later)."""
-    return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
-
-
-def collect_sources(solution_dir: Path, base: Path) -> list[dict]:
-    """Every file under `solution_dir` as `{path, content}`, sorted by path."""
+def collect_sources(package: Path) -> list[dict]:
+    """Every file under the package dir as `{path, content}`, sorted by path; each path starts with the
+    package's name (relative to the package root, whatever the working directory)."""
     sources = []
-    for file in solution_dir.rglob("*"):
-        skipped = SKIPPED_DIRS & set(file.relative_to(solution_dir).parts) or file.name.endswith(SKIPPED_SUFFIXES)
-        if skipped or not file.is_file():
+    for file in package.rglob("*"):
+        inside = file.relative_to(package)
+        if SKIPPED_DIRS & set(inside.parts) or file.name.endswith(SKIPPED_SUFFIXES) or not file.is_file():
             continue
-        path = relative_path(file, base)
+        path = f"{package.name}/{inside.as_posix()}"
         try:
             content = file.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise Refused(f"{path}: not UTF-8 text ({exc.reason}); sources are text files") from exc
         if not content:
-            raise Refused(f"{path}: empty file (solution.json needs non-empty content, protocol.md 1.3)")
+            raise Refused(f"{path}: empty file (solution.json needs non-empty content, docs/evaluator.md §1.3)")
         sources.append({"path": path, "content": content})
     if not sources:
-        raise Refused(f"{solution_dir}: no source files")
+        raise Refused(f"{package}: no source files")
     return sorted(sources, key=lambda source: source["path"])
 
 
-def build_solution(solution_dir: Path, base: Path) -> dict:
-    """The solution.json object for `solution_dir`, its paths relative to `base`."""
+def build_solution(solution_dir: Path) -> dict:
+    """The solution.json object for `solution_dir`, its paths relative to the package root."""
+    package = solution_dir.resolve()
+    if not package.is_dir():
+        raise Refused(f"--solution-dir {solution_dir}: not a directory")
     definition_name = json.loads(DEFINITION_FILE.read_text(encoding="utf-8"))["name"]
-    entry_file = f"{relative_path(solution_dir, base)}/{ENTRY_FILE}"
+    entry_file = f"{package.name}/{ENTRY_FILE}"
     return {
         "name": NAME,
         "definition": definition_name,
@@ -118,7 +120,7 @@ def build_solution(solution_dir: Path, base: Path) -> dict:
             "dependencies": DEPENDENCIES,
             "destination_passing_style": True,
         },
-        "sources": collect_sources(solution_dir, base),
+        "sources": collect_sources(package),
     }
 
 
@@ -154,7 +156,7 @@ def shadowed_module(name: str) -> str | None:
     if spec is not None and not _is_own_package(spec):
         return spec.origin if spec.has_location else "built in"
     if name in EVALUATION_IMAGE_MODULES:
-        return "the evaluation image (protocol.md 3.11)"
+        return "the evaluation image (docs/evaluator.md §3.11)"
     return None
 
 
@@ -164,7 +166,7 @@ def refusals(solution: dict) -> list[str]:
     for path in (source["path"] for source in solution["sources"]):
         for component in PurePosixPath(path).parts:
             if component in RESERVED_NAMES:
-                problems.append(f"{path}: {component!r} is a reserved staging name (protocol.md 2.1)")
+                problems.append(f"{path}: {component!r} is a reserved staging name (docs/evaluator.md §2.1)")
             name = _module_name(component)
             where = name and shadowed_module(name)
             if where:
@@ -188,7 +190,17 @@ def render(solution: dict) -> str:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """A temporary file in the target's directory, then os.replace: readers never see half a file."""
+    """A temporary file in the target's directory, then os.replace: readers never see half a file.
+    Refused, with the system's reason, where the directory is missing or cannot be written."""
+    if not path.parent.is_dir():
+        raise Refused(f"--output {path}: directory {path.parent} does not exist")
+    try:
+        _replace_with(path, text)
+    except OSError as exc:
+        raise Refused(f"--output {path}: cannot write ({exc.strerror or exc})") from exc
+
+
+def _replace_with(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
@@ -213,7 +225,7 @@ def load_solution(path: Path) -> dict:
 # ---------------------------------------------------------------------------------------------------
 # Checking
 
-# Runs in the subprocess: sys.path[0] = staging first (protocol.md 2.2 step 2), then this file.
+# Runs in the subprocess: sys.path[0] = staging first (docs/evaluator.md §2.2 step 2), then this file.
 _CHILD_BOOTSTRAP = """\
 import sys
 sys.path[0] = sys.argv[1]
@@ -230,7 +242,7 @@ def run_check(solution: dict) -> int:
     its exit status."""
     import torch  # only the check needs torch; packaging stays fast
 
-    from evaluation.staging import stage  # the official packager's layout (protocol.md 2.1)
+    from evaluation.staging import stage  # the official packager's layout (docs/evaluator.md §2.1)
 
     env = dict(os.environ)
     if not torch.cuda.is_available():
@@ -246,7 +258,7 @@ def run_check(solution: dict) -> int:
 
 
 def import_entry_point(entry_point: str, staging: Path):
-    """protocol.md 2.2 step 8: module = entry file minus `.py`, `/` -> `.`; then getattr."""
+    """docs/evaluator.md §2.2 step 8: module = entry file minus `.py`, `/` -> `.`; then getattr."""
     file, function = entry_point.split("::")
     module = importlib.import_module(file.removesuffix(".py").replace("/", "."))
     origin = Path(module.__file__).resolve()
@@ -315,12 +327,13 @@ def main(argv: list[str] | None = None) -> int:
             solution = load_solution(args.output)
             print(f"{args.output}: valid", flush=True)
         else:
-            solution = build_solution(args.solution_dir, args.output.parent)
+            solution = build_solution(args.solution_dir)
             check_solution(solution)
             write_atomically(args.output, render(solution))
             print(f"wrote {args.output} ({len(solution['sources'])} sources)", flush=True)
     except Refused as exc:
-        print(f"submit.py: refused:\n{exc}", file=sys.stderr)
+        for problem in str(exc).splitlines():
+            print(f"submit.py: refused: {problem}", file=sys.stderr)
         return 1
     return run_check(solution) if args.check else 0
 
