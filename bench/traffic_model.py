@@ -1,0 +1,455 @@
+"""Bytes and FLOPs of each stage kernel, its roofline, and a predicted time (no GPU needed).
+
+    python bench/traffic_model.py --tokens 128 2984 131072            # model: bytes, FLOPs, floors, prediction
+    python bench/traffic_model.py --kernels results/overlap_6a1d1d9.json [--tokens 2984]   # vs measured
+    python bench/traffic_model.py --leads --tokens 2984 131072        # issue 16's leads, predicted
+
+The model (docs/traffic_model.md writes it down): each stage reads and writes whole tensors, each
+counted once at its dtype's size. That is the compulsory DRAM traffic: GEMM tiles re-read operand
+blocks (the 2-4 MB weights by every row tile, grad_residual by every column tile), but those re-reads
+are served by the 50 MB L2 and are not counted. FLOPs are the GEMMs' 2*M*N*K (tensor cores); the
+elementwise work (LayerNorm, GELU') is not counted as FLOPs, its cost shows in the measured
+efficiency of stages 1 and 2. Tensor names are those of solution/ffn_backward.py (inputs, outputs,
+Workspace fields); stage keys are the kernel names the CUPTI records use.
+
+`predict` turns bytes and FLOPs into a time with efficiency factors measured on an H200
+(EFFICIENCY, each citing its results file): max(bytes / achieved bandwidth, FLOPs / achieved
+tensor-core rate x wave quantization) + a fixed per-kernel latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from solution import configs
+from solution.configs import GemmConfig, LaunchPlan, for_tokens
+
+H, I = 512, 2048  # hidden, intermediate
+SMS = 132  # H200 multiprocessors
+PEAK_TBPS = 4.8  # H200 HBM3e, datasheet
+PEAK_TFLOPS = 989.0  # H200 dense fp16 tensor cores, datasheet
+DTYPE_BYTES = {"float32": 4, "float16": 2}
+
+LAYERNORM = "layernorm_backward_kernel"
+GELU_TILE = "gelu_backward_gemm_kernel"  # stage 2, a program per tile (few tokens)
+GELU_PERSISTENT = "gelu_backward_persistent_kernel"  # stage 2, persistent
+INPUT_GRAD = "input_grad_gemm_kernel"
+WEIGHT_GRAD = "weight_grad_kernel"
+
+# Stage 1's tensors that its LayerNorm row programs move (the rest: the fp16 chunk programs)
+LAYERNORM_ROW_TENSORS = frozenset({"grad_output", "normalized", "var", "ln_weight", "hidden_states", "grad_residual",
+                                   "grad_residual_f16", "hidden_states_f16", "ln_partials"})
+
+
+class UsageError(Exception):
+    """A bad argument or input file: reported as one line."""
+
+
+def tensor(dtype: str, *shape: int) -> dict:
+    """A tensor moved once: its dtype, shape and bytes."""
+    return {"dtype": dtype, "shape": list(shape), "bytes": math.prod(shape) * DTYPE_BYTES[dtype]}
+
+
+def fp32(*shape: int) -> dict:
+    return tensor("float32", *shape)
+
+
+def fp16(*shape: int) -> dict:
+    return tensor("float16", *shape)
+
+
+def traffic(reads: dict, writes: dict, flops: int = 0) -> dict:
+    """A stage's (or the call's) entry: total bytes, GEMM FLOPs, and the tensors read and written."""
+    moved = sum(t["bytes"] for t in reads.values()) + sum(t["bytes"] for t in writes.values())
+    return {"bytes": moved, "flops": flops, "reads": reads, "writes": writes}
+
+
+def gemm_flops(m: int, n: int, k: int) -> int:
+    return 2 * m * n * k
+
+
+def layernorm_programs(tokens: int, plan: LaunchPlan) -> int:
+    """Stage 1's row programs (as ffn_backward.build_launches sizes them on an H200); each writes a
+    3 x H row of partial sums."""
+    return max(1, min(math.ceil(tokens / plan.layernorm_block_m), plan.layernorm_waves * SMS))
+
+
+def stage2_rounds_gelu(tokens: int, plan: LaunchPlan) -> bool:
+    """Whether stage 2's epilogue rounds gelu_output to fp16 (else stage 1 does), as build_launches decides."""
+    return tokens >= plan.round_gelu_in_stage2_from and for_tokens(plan.gelu_gemm, tokens).programs_per_sm > 0
+
+
+def stage2_kernel(tokens: int, plan: LaunchPlan) -> str:
+    return GELU_PERSISTENT if for_tokens(plan.gelu_gemm, tokens).programs_per_sm > 0 else GELU_TILE
+
+
+def gelu_copy(M: int) -> tuple[dict, dict]:
+    """The fp16 staging copy of gelu_output for stage 4: (reads, writes)."""
+    return {"gelu_output": fp32(M, I)}, {"gelu_output_f16": fp16(M, I)}
+
+
+def stage_traffic(tokens: int, plan: LaunchPlan) -> dict[str, dict]:
+    """Bytes and FLOPs of each stage of the shipped pipeline under `plan`, keyed by kernel name, in launch order."""
+    M = tokens
+    g2 = for_tokens(plan.gelu_gemm, M)
+    bias_partials = fp32(math.ceil(M / g2.block_m), I)
+    ln_partials = fp32(layernorm_programs(M, plan), 3, H)
+    copy_reads, copy_writes = gelu_copy(M)
+    in_stage2 = stage2_rounds_gelu(M, plan)
+    layernorm = traffic(
+        {"grad_output": fp32(M, H), "normalized": fp32(M, H), "var": fp32(M), "ln_weight": fp32(H),
+         "hidden_states": fp32(M, H), "fc1_weight": fp32(I, H), "fc2_weight": fp32(H, I),
+         **({} if in_stage2 else copy_reads)},
+        {"grad_residual": fp32(M, H), "grad_residual_f16": fp16(M, H), "hidden_states_f16": fp16(M, H),
+         "fc1_weight_f16": fp16(I, H), "fc2_weight_f16": fp16(H, I), "ln_partials": ln_partials,
+         **({} if in_stage2 else copy_writes)})
+    gelu_backward = traffic(
+        {"grad_residual_f16": fp16(M, H), "fc2_weight_f16": fp16(H, I), "fc1_output": fp32(M, I),
+         **(copy_reads if in_stage2 else {})},
+        {"grad_fc1_output": fp16(M, I), "bias_partials": bias_partials, **(copy_writes if in_stage2 else {})},
+        gemm_flops(M, I, H))
+    input_grad = traffic(
+        {"grad_fc1_output": fp16(M, I), "fc1_weight_f16": fp16(I, H), "grad_residual": fp32(M, H)},
+        {"grad_hidden_states": fp32(M, H)},
+        gemm_flops(M, H, I))
+    weight_grad = traffic(
+        {"grad_residual_f16": fp16(M, H), "gelu_output_f16": fp16(M, I), "grad_fc1_output": fp16(M, I),
+         "hidden_states_f16": fp16(M, H), "ln_partials": ln_partials, "bias_partials": bias_partials},
+        {"grad_fc2_weight": fp32(H, I), "grad_fc1_weight": fp32(I, H), "grad_ln_weight": fp32(H),
+         "grad_ln_bias": fp32(H), "grad_fc2_bias": fp32(H), "grad_fc1_bias": fp32(I)},
+        gemm_flops(H, I, M) + gemm_flops(I, H, M))
+    return {LAYERNORM: layernorm, stage2_kernel(M, plan): gelu_backward, INPUT_GRAD: input_grad,
+            WEIGHT_GRAD: weight_grad}
+
+
+def minimum_traffic(tokens: int) -> dict:
+    """The call's floor: every input it needs read once (not residual_output: the LayerNorm backward
+    uses `normalized`), every output written once, fp32 as given; the four GEMMs' FLOPs."""
+    M = tokens
+    return traffic(
+        {"grad_output": fp32(M, H), "hidden_states": fp32(M, H), "fc1_weight": fp32(I, H), "fc1_output": fp32(M, I),
+         "gelu_output": fp32(M, I), "fc2_weight": fp32(H, I), "normalized": fp32(M, H), "var": fp32(M),
+         "ln_weight": fp32(H)},
+        {"grad_hidden_states": fp32(M, H), "grad_fc1_weight": fp32(I, H), "grad_fc1_bias": fp32(I),
+         "grad_fc2_weight": fp32(H, I), "grad_fc2_bias": fp32(H), "grad_ln_weight": fp32(H), "grad_ln_bias": fp32(H)},
+        4 * gemm_flops(M, H, I))
+
+
+def total(stages: dict[str, dict]) -> dict:
+    return {"bytes": sum(s["bytes"] for s in stages.values()), "flops": sum(s["flops"] for s in stages.values())}
+
+
+def per_token(bytes_at: callable) -> float:
+    """Bytes a token adds: the slope between two large token counts (drops the per-call constants)."""
+    return (bytes_at(2**20 + 2**16) - bytes_at(2**20)) / 2**16
+
+
+# ---------------------------------------------------------------- roofline of measured kernel times
+
+def roofline(stage_traffic: dict[str, dict], kernel_ms: dict[str, float], peak_tbps: float = PEAK_TBPS,
+             peak_tflops: float = PEAK_TFLOPS) -> dict[str, dict]:
+    """Per stage with a measured time: achieved TB/s and TFLOP/s, each as a fraction of its peak, the
+    floor time max(bytes / peak bandwidth, FLOPs / peak rate) and the floor's fraction of the time."""
+    out = {}
+    for name, t in stage_traffic.items():
+        if name not in kernel_ms:
+            continue
+        seconds = kernel_ms[name] / 1e3
+        floor_ms = max(t["bytes"] / (peak_tbps * 1e12), t["flops"] / (peak_tflops * 1e12)) * 1e3
+        out[name] = {"ms": kernel_ms[name], "tbps": t["bytes"] / seconds / 1e12,
+                     "tflops": t["flops"] / seconds / 1e12,
+                     "bandwidth_fraction": t["bytes"] / seconds / 1e12 / peak_tbps,
+                     "tensor_fraction": t["flops"] / seconds / 1e12 / peak_tflops,
+                     "floor_ms": floor_ms, "floor_fraction": floor_ms / kernel_ms[name]}
+    return out
+
+
+# ---------------------------------------------------------------- prediction
+
+@dataclass(frozen=True)
+class Efficiency:
+    """What a stage reaches on an H200 when bound by memory (TB/s) or by its GEMM (TFLOP/s, full waves)."""
+
+    tbps: float
+    tflops: float
+    source: str
+
+
+# Fitted at 131072 tokens (per-kernel CUPTI medians, the latency below subtracted, TFLOP/s scaled to
+# full waves); the mid sizes (2984-17312 tokens) are the check, not the fit (docs/traffic_model.md).
+EFFICIENCY = {
+    # 2.97 GB with the gelu_output copy in 836.1 us (results/gelu_copy_6147b7f.json, default row)
+    LAYERNORM: Efficiency(3.57, 0.0, "stage 1 with its fp16 copies, 131072 tokens"),
+    # stage 2 rounding gelu_output: 3.37 GB in 1258.3 us (results/overlap_6a1d1d9.json, default row);
+    # without it 0.275 TFLOP in 976.4 us (results/gelu_copy_6147b7f.json, default row): the rate of the
+    # GEMM with its GELU' epilogue, not of the tensor cores alone
+    GELU_PERSISTENT: Efficiency(2.69, 283.0, "stage 2 with / without the gelu_output rounding, 131072 tokens"),
+    GELU_TILE: Efficiency(2.69, 283.0, "not measured at large M: the persistent kernel's"),
+    # 0.275 TFLOP in 507.7 us (results/overlap_6a1d1d9.json, default row); bandwidth never binds: stage 1's
+    INPUT_GRAD: Efficiency(3.57, 563.0, "stage 3, 131072 tokens"),
+    # 0.550 TFLOP in 791.1 us (results/overlap_6a1d1d9.json, default row); bandwidth never binds: stage 1's
+    WEIGHT_GRAD: Efficiency(3.57, 720.0, "stage 4, 131072 tokens"),
+}
+# Stage 1's LayerNorm row programs alone (4 a SM, 8 rows a step) stream slower than its copy chunks:
+# 1.36 GB in 480.2 us without the gelu_output copy (results/overlap_6a1d1d9.json, 131072 tokens)
+LAYERNORM_ROWS_TBPS = 2.83
+# A kernel's fixed cost: ramp, tail and the graph's launch (128 tokens: each kernel 5-8.5 us against
+# floors of 1-4.4 us at the rates above, results/overlap_6a1d1d9.json)
+LATENCY_MS = 0.004
+
+
+def gemm_tiles(kernel: str, tokens: int, plan: LaunchPlan) -> int:
+    """Output tiles of a GEMM stage (stage 4: both weight gradients; its 7 column-sum programs are short)."""
+    if kernel in (GELU_TILE, GELU_PERSISTENT):
+        g = for_tokens(plan.gelu_gemm, tokens)
+        return math.ceil(tokens / g.block_m) * (I // g.block_n)
+    if kernel == INPUT_GRAD:
+        g = for_tokens(plan.input_gemm, tokens)
+        return math.ceil(tokens / g.block_m) * (H // g.block_n)
+    g = plan.weight_gemm
+    return 2 * (H // g.block_m) * (I // g.block_n)
+
+
+def wave_factor(tiles: int, sms: int = SMS) -> float:
+    """Work rounded up to whole waves of tiles over the SMs (the SM is the unit of throughput, however
+    many programs share it): a last, partial wave costs a full one."""
+    return math.ceil(tiles / sms) * sms / tiles
+
+
+def predict_stage(kernel: str, t: dict, tiles: int, efficiency: dict[str, Efficiency] = EFFICIENCY) -> dict:
+    """Predicted time of one stage: the slower of its memory and compute floors at measured rates, plus
+    the fixed latency. Stage 1 also has its row programs' floor."""
+    e = efficiency[kernel]
+    floors = {"memory": t["bytes"] / (e.tbps * 1e12) * 1e3}
+    if t["flops"]:
+        floors["compute"] = t["flops"] / (e.tflops * 1e12) * wave_factor(tiles) * 1e3
+    if kernel == LAYERNORM:
+        rows = sum(x["bytes"] for part in ("reads", "writes") for n, x in t[part].items() if n in LAYERNORM_ROW_TENSORS)
+        floors["rows"] = rows / (LAYERNORM_ROWS_TBPS * 1e12) * 1e3
+    bound = max(floors, key=floors.get)
+    return {"ms": floors[bound] + LATENCY_MS, "bound": bound, **{f"{k}_ms": v for k, v in floors.items()}}
+
+
+def predict(tokens: int, plan: LaunchPlan, efficiency: dict[str, Efficiency] = EFFICIENCY) -> dict[str, dict]:
+    """Predicted time of each stage (kernel name -> {"ms", "bound", and its floors "memory_ms", ...})."""
+    return predict_stages(stage_traffic(tokens, plan), tokens, plan, efficiency)
+
+
+def predict_stages(stages: dict[str, dict], tokens: int, plan: LaunchPlan,
+                   efficiency: dict[str, Efficiency] = EFFICIENCY) -> dict[str, dict]:
+    return {kernel: predict_stage(kernel, t, gemm_tiles(kernel, tokens, plan) if t["flops"] else 0, efficiency)
+            for kernel, t in stages.items()}
+
+
+def call_ms(predicted: dict[str, dict], tokens: int, plan: LaunchPlan) -> float:
+    """The call: stages one after the other, except stages 3 and 4 side by side where the plan runs them
+    concurrently (then the longer of the two, each at its time alone: 128-1163 tokens agree within 2 us)."""
+    ms = {kernel: p["ms"] for kernel, p in predicted.items()}
+    if tokens <= plan.overlap_stages_3_4_up_to and INPUT_GRAD in ms and WEIGHT_GRAD in ms:
+        return sum(ms.values()) - min(ms[INPUT_GRAD], ms[WEIGHT_GRAD])
+    return sum(ms.values())
+
+
+# ---------------------------------------------------------------- issue 16's leads, as changed traffic
+
+# Stage 4 reading fp32 gelu_output (the transposed A operand), prototype: 1159 vs 763 us with the
+# fp16 copy at 131072 tokens (results/stage4_anatomy_6224ba6.json): its rate scaled by 763/1159
+STAGE4_FP32_PROTOTYPE_TFLOPS = EFFICIENCY[WEIGHT_GRAD].tflops * 763.4 / 1159.2
+FUSED = "stages 2+3 per row block"
+FUSED_BLOCK_M = 64  # token rows a program of the fused stages 2+3 owns (its fp16 grad_residual: 64 KB of shared memory)
+
+
+def without(t: dict, reads=(), writes=(), add_reads: dict | None = None) -> dict:
+    """Stage entry `t` with some tensors no longer read or written, and others read instead."""
+    return traffic({n: x for n, x in t["reads"].items() if n not in reads} | (add_reads or {}),
+                   {n: x for n, x in t["writes"].items() if n not in writes}, t["flops"])
+
+
+def stage4_reads_fp32(tokens: int, plan: LaunchPlan) -> dict[str, dict]:
+    """Stage 4 reads gelu_output and hidden_states in fp32: nobody writes or reads their fp16 copies."""
+    copies = ("gelu_output_f16", "hidden_states_f16")
+    out = {k: without(t, reads=("gelu_output", "hidden_states", *copies), writes=copies)
+           for k, t in stage_traffic(tokens, plan).items()}
+    out[WEIGHT_GRAD] = without(out[WEIGHT_GRAD], add_reads={"gelu_output": fp32(tokens, I), "hidden_states": fp32(tokens, H)})
+    return out
+
+
+def layernorm_rows_only(tokens: int, plan: LaunchPlan) -> dict[str, dict]:
+    """As stage4_reads_fp32, and stages 2 and 3 round the fp32 weights in their tiles: stage 1 is left
+    with the LayerNorm rows."""
+    out = stage4_reads_fp32(tokens, plan)
+    out[LAYERNORM] = without(out[LAYERNORM], reads=("fc1_weight", "fc2_weight"), writes=("fc1_weight_f16", "fc2_weight_f16"))
+    for kernel, weight, shape in ((stage2_kernel(tokens, plan), "fc2_weight", (H, I)), (INPUT_GRAD, "fc1_weight", (I, H))):
+        out[kernel] = without(out[kernel], reads=(f"{weight}_f16",), add_reads={weight: fp32(*shape)})
+    return out
+
+
+def fused_stages_2_3(tokens: int, plan: LaunchPlan, stage2_tflops: float) -> dict[str, dict]:
+    """Stages 2 and 3 as back-to-back GEMMs per row block: one kernel reads what both read except
+    grad_fc1_output (its slices stay on chip) and writes what both write. Predicted apart: both GEMMs
+    one after the other in each program (the first at `stage2_tflops`, the second at stage 3's rate),
+    in waves of FUSED_BLOCK_M-row blocks (a program owns all 2048 columns of its rows)."""
+    stages = stage_traffic(tokens, plan)
+    s2, s3 = stages.pop(stage2_kernel(tokens, plan)), stages.pop(INPUT_GRAD)
+    fused = traffic(s2["reads"] | {n: x for n, x in s3["reads"].items() if n != "grad_fc1_output"},
+                    s2["writes"] | s3["writes"], s2["flops"] + s3["flops"])
+    predicted = predict_stages(stages, tokens, plan)
+    compute = (s2["flops"] / stage2_tflops + s3["flops"] / EFFICIENCY[INPUT_GRAD].tflops) / 1e12 * 1e3
+    compute *= wave_factor(math.ceil(tokens / FUSED_BLOCK_M))
+    memory = fused["bytes"] / (EFFICIENCY[GELU_PERSISTENT].tbps * 1e12) * 1e3
+    predicted[FUSED] = {"ms": max(compute, memory) + LATENCY_MS, "bound": "compute" if compute > memory else "memory"}
+    return {"bytes": total(stages)["bytes"] + fused["bytes"], "ms": sum(p["ms"] for p in predicted.values())}
+
+
+def leads(tokens: int, plan: LaunchPlan) -> list[tuple[str, float, int]]:
+    """(lead, predicted ms of the call with it, bytes it moves) for each of issue 16's leads, today's first.
+    Stages in order (the leads concern 2984 tokens and more, where the plan runs them so)."""
+    stages = stage_traffic(tokens, plan)
+    today = predict(tokens, plan)
+
+    def sequential(changed: dict[str, dict], efficiency: dict[str, Efficiency] = EFFICIENCY) -> tuple[float, int]:
+        return sum(p["ms"] for p in predict_stages(changed, tokens, plan, efficiency).values()), total(changed)["bytes"]
+
+    prototype = EFFICIENCY | {WEIGHT_GRAD: dataclasses.replace(EFFICIENCY[WEIGHT_GRAD], tflops=STAGE4_FP32_PROTOTYPE_TFLOPS)}
+    rows = [("today (the shipped plan)", *sequential(stages)),
+            ("A. stage 4 reads fp32 gelu_output, hidden_states; at today's stage-4 rate", *sequential(stage4_reads_fp32(tokens, plan))),
+            ("A'. the same at the fp32 prototype's stage-4 rate", *sequential(stage4_reads_fp32(tokens, plan), prototype)),
+            ("C. stage 1 reduced to the LayerNorm rows (with A)", *sequential(layernorm_rows_only(tokens, plan)))]
+    for label, rate in (("B. stages 2+3 per row block, stage 2's GEMM at today's rate", EFFICIENCY[GELU_PERSISTENT].tflops),
+                        ("B'. the same, both GEMMs at stage 3's rate", EFFICIENCY[INPUT_GRAD].tflops)):
+        fused = fused_stages_2_3(tokens, plan, rate)
+        rows.append((label, fused["ms"], fused["bytes"]))
+    # perfect overlap: the call bound by its summed memory floors or its summed compute floors, not by their sum
+    memory = sum(p["memory_ms"] for p in today.values())
+    compute = sum(p.get("compute_ms", 0.0) for p in today.values())
+    rows.append(("D. memory and tensor-core work fully overlapped", max(memory, compute) + len(today) * LATENCY_MS,
+                 total(stages)["bytes"]))
+    return rows
+
+
+# ---------------------------------------------------------------- results files and the command line
+
+def unmodelled_fields(record: dict | None) -> list[str]:
+    """Fields of a results row's plan that today's LaunchPlan does not have (options since removed)."""
+    return sorted(set(record or {}) - {f.name for f in dataclasses.fields(LaunchPlan)})
+
+
+def plan_from_record(record: dict | None) -> LaunchPlan:
+    """The plan a results row was measured with (fields this LaunchPlan no longer has are dropped,
+    those it lacks taken from today's plan); today's plan if the row has none."""
+    default = configs.PLANS["sm_90"]
+    if not record:
+        return default
+    gemm_fields = {f.name for f in dataclasses.fields(GemmConfig)}
+
+    def gemm(d: dict) -> GemmConfig:
+        return GemmConfig(**{k: v for k, v in d.items() if k in gemm_fields})
+
+    known = {}
+    for f in dataclasses.fields(LaunchPlan):
+        if f.name not in record:
+            continue
+        value = record[f.name]
+        if f.name in ("gelu_gemm", "input_gemm"):
+            value = tuple((limit, gemm(c)) for limit, c in value)
+        elif f.name == "weight_gemm":
+            value = gemm(value)
+        known[f.name] = value
+    return dataclasses.replace(default, **known)
+
+
+def measured_rows(path: Path, tokens: list[int] | None) -> list[dict]:
+    """Rows of a profile_stages results file that have per-kernel times (those of `tokens` only, if given)."""
+    try:
+        rows = json.loads(path.read_text())["rows"]
+        rows = [r for r in rows if "kernels_ms" in r and (not tokens or r["tokens"] in tokens)]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{path}: not a profile_stages results file ({type(e).__name__}: {e})") from e
+    if not rows:
+        raise UsageError(f"{path}: no rows with tokens and kernels_ms" + (f" for tokens {tokens}" if tokens else ""))
+    return rows
+
+
+def _us(ms: float) -> str:
+    return f"{ms * 1e3:8.1f}"
+
+
+def model_table(tokens: int, plan: LaunchPlan) -> list[str]:
+    stages, predicted, minimum = stage_traffic(tokens, plan), predict(tokens, plan), minimum_traffic(tokens)
+    lines = [f"tokens {tokens}: as built {total(stages)['bytes'] / 1e6:.1f} MB, minimum {minimum['bytes'] / 1e6:.1f} MB, "
+             f"{total(stages)['flops'] / 1e9:.1f} GFLOP",
+             f"  {'stage':34} {'MB':>9} {'GFLOP':>8} {'floor us':>8} {'pred us':>8}  bound"]
+    for kernel, t in stages.items():
+        floor = max(t["bytes"] / (PEAK_TBPS * 1e12), t["flops"] / (PEAK_TFLOPS * 1e12)) * 1e3
+        p = predicted[kernel]
+        lines.append(f"  {kernel:34} {t['bytes'] / 1e6:9.1f} {t['flops'] / 1e9:8.1f} {_us(floor)} {_us(p['ms'])}  {p['bound']}")
+    floor = max(minimum["bytes"] / (PEAK_TBPS * 1e12), minimum["flops"] / (PEAK_TFLOPS * 1e12)) * 1e3
+    together = " (stages 3, 4 concurrent)" if tokens <= plan.overlap_stages_3_4_up_to else ""
+    lines.append(f"  {'call; floor of the minimum':34} {total(stages)['bytes'] / 1e6:9.1f} "
+                 f"{total(stages)['flops'] / 1e9:8.1f} {_us(floor)} {_us(call_ms(predicted, tokens, plan))}{together}")
+    return lines
+
+
+def measured_table(row: dict) -> list[str]:
+    plan = plan_from_record(row.get("plan"))
+    tokens = row["tokens"]
+    stages, predicted = stage_traffic(tokens, plan), predict(tokens, plan)
+    measured = roofline(stages, row["kernels_ms"])
+    official = f", official {row['official_ms'] * 1e3:.1f} us" if "official_ms" in row else ""
+    lines = [f"tokens {tokens} ({row.get('variant', 'default')}){official}",
+             f"  {'stage':34} {'meas us':>8} {'pred us':>8} {'TB/s':>6} {'TFLOP/s':>8} {'%BW':>5} {'%TC':>5} {'floor us':>8}"]
+    for kernel, r in measured.items():
+        lines.append(f"  {kernel:34} {_us(r['ms'])} {_us(predicted[kernel]['ms'])} {r['tbps']:6.2f} {r['tflops']:8.1f} "
+                     f"{100 * r['bandwidth_fraction']:5.0f} {100 * r['tensor_fraction']:5.0f} {_us(r['floor_ms'])}")
+    if tokens <= plan.overlap_stages_3_4_up_to:
+        lines.append("  stages 3 and 4 ran concurrently: their kernel times overlap (pred: each alone)")
+    unmodelled = sorted(set(row["kernels_ms"]) - set(measured))
+    if unmodelled:
+        lines.append(f"  kernels not in the model: {', '.join(unmodelled)}")
+    fields = unmodelled_fields(row.get("plan"))
+    if fields:
+        values = ", ".join(f"{name}={row['plan'][name]}" for name in fields)
+        lines.append(f"  plan fields not in the model: {values}")
+    return lines
+
+
+def leads_table(tokens: int, plan: LaunchPlan) -> list[str]:
+    rows = leads(tokens, plan)
+    today = rows[0][1]
+    lines = [f"tokens {tokens}: predicted call, stages in order", f"  {'lead':74} {'pred us':>8} {'saves us':>8} {'MB':>8}"]
+    lines += [f"  {label:74} {_us(ms)} {_us(today - ms)} {moved / 1e6:8.1f}" for label, ms, moved in rows]
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, nargs="+", help="token counts (default 128 2984 131072; with --kernels: a filter)")
+    parser.add_argument("--kernels", type=Path, help="a profile_stages results file: roofline of its measured kernel times")
+    parser.add_argument("--leads", action="store_true", help="issue 16's leads: predicted time and saving")
+    args = parser.parse_args(argv)
+    try:
+        if args.tokens and min(args.tokens) < 1:
+            raise UsageError("--tokens must be positive")
+        if args.kernels:
+            tables = [measured_table(row) for row in measured_rows(args.kernels, args.tokens)]
+        else:
+            plan = configs.PLANS["sm_90"]
+            table = leads_table if args.leads else model_table
+            tables = [table(t, plan) for t in args.tokens or (128, 2984, 131072)]
+    except UsageError as e:
+        print(f"traffic_model: {e}", file=sys.stderr)
+        return 2
+    print(f"H200 peaks: {PEAK_TBPS} TB/s, {PEAK_TFLOPS:.0f} TFLOP/s dense fp16; floor = max(bytes/BW, FLOPs/peak); "
+          "pred = the model at measured efficiencies (docs/traffic_model.md)")
+    print("\n".join(line for table in tables for line in table))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
