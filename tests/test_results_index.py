@@ -1,0 +1,96 @@
+"""results/ stays indexed: every file in it has its line in results/README.md, and every `results/<name>`
+that the documents and the code cite is there (a `*` in a cited name matches any text, at least one file)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from reference.problem import ROOT
+
+RESULTS = ROOT / "results"
+INDEX = RESULTS / "README.md"
+CITING_FILES = ["README.md", "PERFORMANCE.md"]
+CITING_DIRS = ["docs", "solution", "bench", "evaluation"]
+CITING_SUFFIXES = (".md", ".py")
+# `results/<name>.<ext>`; a placeholder such as `results/eval_<commit>.json` names no file and does not match.
+CITATION = re.compile(r"results/([\w.*-]+\.\w+)")
+# An index line: `| \`<name>\` | ...`.
+INDEX_ENTRY = re.compile(r"^\| `([^`]+)` \|", re.MULTILINE)
+
+
+def citing_files(root: Path) -> list[Path]:
+    files = [root / name for name in CITING_FILES if (root / name).is_file()]
+    for directory in CITING_DIRS:
+        files += sorted(p for p in (root / directory).rglob("*") if p.suffix in CITING_SUFFIXES and p.is_file())
+    return files
+
+
+def citations(root: Path) -> list[tuple[str, str]]:
+    """(`file:line`, cited name) for every `results/<name>` in the citing files."""
+    found = []
+    for path in citing_files(root):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            found += [(f"{path.relative_to(root)}:{number}", name) for name in CITATION.findall(line)]
+    return found
+
+
+def missing_citations(root: Path) -> list[str]:
+    results = root / "results"
+    return [f"{where}: results/{name}" for where, name in citations(root) if not any(results.glob(name))]
+
+
+def unindexed_files(results: Path) -> list[str]:
+    indexed = set(INDEX_ENTRY.findall((results / "README.md").read_text(encoding="utf-8")))
+    return sorted(p.name for p in results.iterdir() if p.name != "README.md" and p.name not in indexed)
+
+
+def stale_index_entries(results: Path) -> list[str]:
+    indexed = INDEX_ENTRY.findall((results / "README.md").read_text(encoding="utf-8"))
+    return sorted(name for name in indexed if not (results / name).exists())
+
+
+def test_every_results_file_is_indexed():
+    assert unindexed_files(RESULTS) == [], "add a line to results/README.md for each"
+
+
+def test_every_index_entry_is_a_file():
+    assert stale_index_entries(RESULTS) == [], "remove these lines from results/README.md"
+
+
+def test_every_cited_results_file_exists():
+    assert citations(ROOT), "no citation found: the pattern or the citing files are wrong"
+    assert missing_citations(ROOT) == []
+
+
+@pytest.fixture
+def small_tree(tmp_path: Path) -> Path:
+    """A repository with one indexed result, cited once by name and once by a pattern."""
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "eval_abc1234.json").write_text("{}\n")
+    (tmp_path / "results" / "README.md").write_text("| file |\n|---|\n| `eval_abc1234.json` | abc1234 |\n")
+    (tmp_path / "PERFORMANCE.md").write_text("(`results/eval_abc1234.json`, `results/eval_*.json`)\n")
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "tool.py").write_text('"""Writes results/eval_<commit>.json."""\n')
+    return tmp_path
+
+
+def test_the_checks_pass_on_a_consistent_tree(small_tree):
+    assert [name for _, name in citations(small_tree)] == ["eval_abc1234.json", "eval_*.json"]
+    assert (missing_citations(small_tree), unindexed_files(small_tree / "results")) == ([], [])
+    assert stale_index_entries(small_tree / "results") == []
+
+
+def test_the_checks_catch_an_unindexed_file_a_dead_citation_and_a_stale_entry(small_tree):
+    (small_tree / "results" / "stages_abc1234.json").write_text("{}\n")
+    (small_tree / "bench" / "tool.py").write_text('"""See results/gone_abc1234.json and results/gone_*.json."""\n')
+    (small_tree / "results" / "eval_abc1234.json").rename(small_tree / "results" / "eval_def5678.json")
+    assert unindexed_files(small_tree / "results") == ["eval_def5678.json", "stages_abc1234.json"]
+    assert missing_citations(small_tree) == [
+        "PERFORMANCE.md:1: results/eval_abc1234.json",
+        "bench/tool.py:1: results/gone_abc1234.json",
+        "bench/tool.py:1: results/gone_*.json",
+    ]
+    assert stale_index_entries(small_tree / "results") == ["eval_abc1234.json"]
