@@ -6,6 +6,8 @@ tensors, compiles each kernel with the same constexprs and options, and checks t
   - it compiles (a shared-memory or register budget overflow, or an unsupported op, fails here),
   - its static shared memory fits the architecture's per-block limit,
   - GEMM kernels use the architecture's tensor-core instructions (wgmma on sm_90, tcgen05 on sm_100),
+  - the parameter block that solution/graph.py builds for the CUDA graph has the kernel's parameters,
+    in number and size, as the PTX entry declares them,
 and reports registers a thread and spills (what limits how many programs share an SM).
 Each kernel is compiled as the launcher specializes it on the GPU (16-byte aligned pointers; the
 token count divisible by 16 or not, and a single token, which Triton turns into a constant).
@@ -17,6 +19,7 @@ Must run without TRITON_INTERPRET (the interpreter replaces the compiler).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import subprocess
@@ -35,7 +38,9 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 import reference
 from solution import configs
 from solution.arguments import Dims
-from solution.ffn_backward import INPUT_NAMES, OUTPUT_NAMES, build_launches
+from solution.ffn_backward import INPUT_NAMES, OUTPUT_NAMES
+from solution.graph import KernelParams
+from solution.launches import describe_call, resolve, workspace_views
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,17 @@ def register_usage(compiled, target: Target) -> str:
     return f"{registers.group(1) if registers else '?'} registers, {spills.group(1) if spills else '?'} B spilled"
 
 
+def ptx_parameter_sizes(ptx: str) -> list[int]:
+    """Bytes of each parameter of the PTX's kernel entry, in order."""
+    entry = re.search(r"\.entry\s+\w+\s*\((.*?)\)", ptx, re.S)
+    sizes = []
+    for param in re.findall(r"\.param\s+([^,]+?)(?:,|$)", entry.group(1).strip(), re.M):
+        array = re.search(r"\.b8\s+\S+\[(\d+)\]", param)
+        width = re.search(r"\.[busf](8|16|32|64)\b", param)
+        sizes.append(int(array.group(1)) if array else int(width.group(1)) // 8)
+    return sizes
+
+
 def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
     """(tokens, launch) for every entry of the by-token tables, each with a token count divisible by
     16 and one not, and one token (Triton compiles a variant for each)."""
@@ -117,20 +133,30 @@ def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
 
 
 def _launches(plan: configs.LaunchPlan, tokens: int):
+    """The call's launches (launches.Launch) with their arguments resolved to CPU tensors, as the
+    GPU path resolves them on a cache miss, each beside its symbolic original."""
     torch.manual_seed(0)
     values = reference.make_inputs(1, tokens, "cpu")
-    inputs = dict(zip(INPUT_NAMES, values[:-1]))
     shapes = reference.output_shapes(1, tokens)
-    outputs = {n: torch.empty(shapes[n]) for n in OUTPUT_NAMES}
-    dims = Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu"))
-    return build_launches(dims, inputs, values[-1], outputs, plan)
+    tensors = dict(zip(INPUT_NAMES, values[:-1])) | {n: torch.empty(shapes[n]) for n in OUTPUT_NAMES}
+    call = describe_call(Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
+    tensors |= workspace_views(call, torch.empty(call.workspace_bytes, dtype=torch.uint8))
+    return [Resolved(launch, dataclasses.replace(launch, args=tuple(resolve(a, tensors, values[-1]) for a in launch.args)))
+            for launch in call.launches]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    symbolic: object  # launches.Launch
+    launch: object  # the same, its arguments tensors, descriptors and numbers
 
 
 def check(arch: str) -> list[str]:
     target = TARGETS[arch]
     plan = configs.PLANS[arch]
     problems = []
-    for tokens, launch in example_launches(plan):
+    for tokens, resolved in example_launches(plan):
+        launch = resolved.launch
         name = f"{launch.kernel.__name__} (M={tokens})"
         try:
             compiled = compile_launch(launch, target)
@@ -145,6 +171,9 @@ def check(arch: str) -> list[str]:
             problems.append(f"{arch} {name}: {shared} bytes of shared memory > {target.max_shared_bytes}")
         if launch.kernel.__name__ in GEMM_KERNELS and not uses_mma:
             problems.append(f"{arch} {name}: no {target.tensor_core_op} in the PTX")
+        ours, declared = KernelParams(resolved.symbolic, compiled).sizes, ptx_parameter_sizes(compiled.asm["ptx"])
+        if ours != declared:
+            problems.append(f"{arch} {name}: graph.KernelParams lays out {ours} bytes, the PTX entry declares {declared}")
     return problems
 
 

@@ -15,16 +15,18 @@ import argparse
 import dataclasses
 import json
 import sys
+from functools import partial
 
 import torch
 import triton
 
 import reference
+from bench.gpu import require_gpu
 from evaluation.provenance import provenance
 from evaluation.timer import time_call
 from solution import configs
 from solution.configs import GemmConfig
-from solution.ffn_backward import run as solution_run
+from solution.ffn_backward import run_with_plan
 
 def _all_tokens(c: GemmConfig) -> tuple:
     """A by-token table (configs.for_tokens) with one entry for every token count."""
@@ -39,22 +41,11 @@ SWEEPS = {"large": [
     *({"weight_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
 ], "layernorm": [  # stage 1 streams ~23 KB a token: occupancy (registers) and bytes in flight
     {"layernorm_block_m": 4}, {"layernorm_warps": 8}, {"layernorm_waves": 8}, {"layernorm_waves": 2},
-    {"fp16_chunk": 4096}, {"fp16_chunk": 16384},
-], "chunk": [  # elements per fp16-rounding chunk of stage 1
     {"fp16_chunk": 4096}, {"fp16_chunk": 16384},  # 32768 spills (1.8 KB in stage 1)
-], "precision": [  # what multiplying by fc2_weight's fp16 remainder costs (accuracy: README)
-    {"fc2_weight_lo": True},
 ], "input": [  # stage 3's tiles (TMA-fed) across token counts: 128x256 tiles leave SMs idle at few tokens
     {"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 128, 64, 8, 4), GemmConfig(64, 256, 64, 8, 3),
                                              GemmConfig(64, 128, 64, 4, 4), GemmConfig(128, 128, 64, 4, 4),
                                              GemmConfig(128, 256, 64, 8, 3))
-], "tiles": [  # the stages' tiles, stage 2 first
-    *({"gelu_gemm": _all_tokens(c)} for c in (GemmConfig(128, 64, 64, 4, 2), GemmConfig(128, 64, 64, 4, 4),
-                                              GemmConfig(128, 64, 32, 4, 4), GemmConfig(256, 64, 64, 8, 3))),
-    {"input_gemm": _all_tokens(GemmConfig(128, 64, 64, 4, 3))}, {"weight_gemm": GemmConfig(128, 128, 64, 8, 3)},
-], "gelu": [  # stage 2 (with fc2_weight's remainder): larger tiles
-    *({"gelu_gemm": _all_tokens(g), "fc2_weight_lo": lo}
-      for g in (GemmConfig(256, 64, 64, 8, 3), GemmConfig(128, 128, 64, 8, 3)) for lo in (True, False)),
 ], "stage2": [  # stage 2 (persistent, TMA-fed) at every token count: tile shape, pipeline depth, programs per SM
     {"gelu_gemm": _all_tokens(g)} for g in (
         GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4), GemmConfig(64, 128, 32, 4, 4, programs_per_sm=3),
@@ -64,25 +55,17 @@ SWEEPS = {"large": [
     {"round_gelu_in_stage2_from": 0},
     {"round_gelu_in_stage2_from": 0, "gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 3, programs_per_sm=2))},
     {"round_gelu_in_stage2_from": configs.ANY_TOKENS},
-], "register_cap": [  # stage 2 capped at 168 registers a thread (3 programs fit an SM at any token count)
-    {"gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 3, programs_per_sm=3, max_registers=168))},
-    {"gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 3, programs_per_sm=3, max_registers=168)),
-     "round_gelu_in_stage2_from": 0},
 ], "few_tokens": [  # up to 1024 tokens: the larger token counts' tiles of stages 2 and 3 instead
     {"gelu_gemm": _DEFAULT.gelu_gemm[1:]}, {"input_gemm": _DEFAULT.input_gemm[1:]},
     {"gelu_gemm": _all_tokens(GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4))},
 ], "overlap": [  # stages 3 and 4 in the CUDA graph: in order, or concurrent at every token count
     {"overlap_stages_3_4_up_to": 0}, {"overlap_stages_3_4_up_to": configs.ANY_TOKENS},
-], "graph": [  # four separate launches instead of a CUDA graph; also with the one-tile stage 2
-    {"cuda_graph": False},
-    {"cuda_graph": False, "gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 4))},
 ]}
 
 
 def _gemm_name(c: GemmConfig) -> str:
-    persistent = f"p{c.programs_per_sm}" if c.programs_per_sm != 1 else ""
-    cap = f"r{c.max_registers}" if c.max_registers else ""
-    return f"{c.block_m}x{c.block_n}x{c.block_k}w{c.num_warps}s{c.num_stages}{persistent}{cap}"
+    persistent = f"p{c.programs_per_sm}" if c.programs_per_sm else ""
+    return f"{c.block_m}x{c.block_n}x{c.block_k}w{c.num_warps}s{c.num_stages}{persistent}"
 
 
 def _variant_name(overrides: dict) -> str:
@@ -105,16 +88,10 @@ def _inputs(tokens: int, device):
 
 
 def measure(tokens: int, plan: configs.LaunchPlan, device) -> dict:
-    arch = configs.architecture(device)
-    saved = configs.PLANS[arch]
-    configs.PLANS[arch] = plan
-    try:
-        inputs, outputs = _inputs(tokens, device)
-        call = lambda: solution_run(*inputs, *outputs)  # noqa: E731
-        ms = triton.testing.do_bench(call, warmup=25, rep=200, return_mode="median")
-        official = time_call(solution_run, list(inputs), outputs, warmup=10, rep=50)
-    finally:
-        configs.PLANS[arch] = saved
+    inputs, outputs = _inputs(tokens, device)
+    run = partial(run_with_plan, plan)
+    ms = triton.testing.do_bench(lambda: run(*inputs, *outputs), warmup=25, rep=200, return_mode="median")
+    official = time_call(run, list(inputs), outputs, warmup=10, rep=50)
     flops = 4 * 2 * tokens * 512 * 2048
     return {"tokens": tokens, "ms": ms, "official_ms": official.median_ms, "timer": official.timer,
             "tflops": flops / ms / 1e9, "kernels_ms": official.activity_ms,
@@ -127,7 +104,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep", choices=sorted(SWEEPS), help="also try these variants")
     parser.add_argument("--out", default="out/stages.json")
     args = parser.parse_args(argv)
-    device = torch.device("cuda")
+    device = require_gpu("profile_stages")
     base = configs.launch_plan(device)
     rows = []
     for tokens in args.tokens:

@@ -31,9 +31,9 @@ def fingerprints() -> dict:
     result = {}
     for arch, target in TARGETS.items():
         result[arch] = {}
-        for tokens, launch in example_launches(configs.PLANS[arch]):
-            compiled = compile_launch(launch, target)
-            result[arch][f"{launch.kernel.__name__} (M={tokens})"] = fingerprint(compiled.asm["ptx"])
+        for tokens, resolved in example_launches(configs.PLANS[arch]):
+            compiled = compile_launch(resolved.launch, target)
+            result[arch][f"{resolved.launch.kernel.__name__} (M={tokens})"] = fingerprint(compiled.asm["ptx"])
     return result
 
 

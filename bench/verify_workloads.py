@@ -11,7 +11,6 @@ fraction and the worst |err| / (atol + rtol |ref|) over all rounds.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -19,8 +18,8 @@ import time
 import torch
 
 import reference
+from bench.gpu import require_gpu
 from evaluation.provenance import provenance
-from solution import configs
 from solution.ffn_backward import run as solution_run
 
 
@@ -52,14 +51,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--seed", type=int, default=200)
     parser.add_argument("--out", default="out/verify.json")
-    parser.add_argument("--fc2-weight-lo", choices=("on", "off"),
-                        help="stage 2 with or without fc2_weight's fp16 remainder (default: the plan's "
-                             "configs.LaunchPlan.fc2_weight_lo)")
     args = parser.parse_args(argv)
-    device = torch.device("cuda")
-    arch = configs.architecture(device)
-    if args.fc2_weight_lo is not None:
-        configs.PLANS[arch] = dataclasses.replace(configs.PLANS[arch], fc2_weight_lo=args.fc2_weight_lo == "on")
+    device = require_gpu("verify_workloads")
     torch.manual_seed(args.seed)
     results = []
     for w in reference.WORKLOADS:
@@ -69,7 +62,7 @@ def main(argv=None) -> int:
         margin = max(o["worst_ratio"] for o in res["outputs"].values())
         print(f"{w.label:>12} M={w.tokens:>6} {'PASS' if res['passed'] else 'FAIL'} worst ratio {margin:.3f} "
               f"({time.time() - t:.1f}s)", file=sys.stderr)
-    method = f"{args.rounds} rounds of fresh get_inputs per workload, seed {args.seed}, fc2_weight_lo {configs.PLANS[arch].fc2_weight_lo}"
+    method = f"{args.rounds} rounds of fresh get_inputs per workload, seed {args.seed}"
     report = {"provenance": provenance(method=method),
               "workloads": results}
     with open(args.out, "w") as f:

@@ -11,6 +11,7 @@ import math
 import numbers
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 
@@ -64,6 +65,12 @@ def _check_tensor(name: str, t: object, expected: tuple, device: torch.device) -
         raise ValueError(f"{name}: must be contiguous (row-major); got strides {t.stride()}")
 
 
+def _is_valid(t: object, expected: tuple, device_index: int) -> bool:
+    """_check_tensor's conditions, without building any message (the common case, every call)."""
+    return (type(t) is torch.Tensor and t.dtype is torch.float32 and t.get_device() == device_index
+            and t.shape == expected and t.is_contiguous())
+
+
 def _check_device(device: torch.device) -> None:
     if device.type == "cuda":
         return
@@ -72,24 +79,32 @@ def _check_device(device: torch.device) -> None:
     raise ValueError(f"tensors on {device}: the kernels need a CUDA device (or TRITON_INTERPRET=1 for CPU tensors)")
 
 
-def _memory_span(t: torch.Tensor) -> tuple[int, int]:
-    start = t.data_ptr()
-    return start, start + t.numel() * t.element_size()
+def _check_no_overlap(addresses: dict[str, int], nbytes: dict[str, int], outputs: dict) -> None:
+    """No output shares a byte with another output or an input (inputs may share with each other).
+
+    Spans sorted by start: a span overlaps an earlier-starting one iff it starts before the furthest
+    end seen so far; checking against the furthest end of any span (when this one is an output) and of
+    the outputs only (when it is an input) finds every overlap that involves an output."""
+    spans = sorted((addresses[n], addresses[n] + nbytes[n], n) for n in addresses if nbytes[n] > 0)
+    furthest, furthest_output = (0, None), (0, None)
+    for start, end, name in spans:
+        is_output = name in outputs
+        if is_output and start < furthest[0]:
+            raise ValueError(_overlap_message(name, furthest[1], outputs))
+        if start < furthest_output[0]:
+            raise ValueError(_overlap_message(name, furthest_output[1], outputs))
+        furthest = max(furthest, (end, name), key=lambda f: f[0])
+        if is_output:
+            furthest_output = max(furthest_output, (end, name), key=lambda f: f[0])
 
 
-def _check_no_overlap(inputs: dict, outputs: dict) -> None:
-    spans = {name: _memory_span(t) for name, t in {**inputs, **outputs}.items() if t.numel() > 0}
-    for out_name in outputs:
-        if out_name not in spans:
-            continue
-        lo, hi = spans[out_name]
-        for other, (o_lo, o_hi) in spans.items():
-            if other != out_name and lo < o_hi and o_lo < hi:
-                raise ValueError(f"{out_name} overlaps {other} in memory: outputs must not alias inputs or each other")
+def _overlap_message(a: str, b: str, outputs: dict) -> str:
+    out, other = (a, b) if a in outputs and (b not in outputs or list(outputs).index(a) < list(outputs).index(b)) else (b, a)
+    return f"{out} overlaps {other} in memory: outputs must not alias inputs or each other"
 
 
-def check_arguments(inputs: dict, eps: object, outputs: dict) -> Dims:
-    """Validate every argument; return the problem's dimensions."""
+def check_arguments(inputs: dict, eps: object, outputs: dict) -> tuple[Dims, dict[str, int]]:
+    """Validate every argument; return the problem's dimensions and each tensor's address."""
     grad_output = inputs["grad_output"]
     if not isinstance(grad_output, torch.Tensor) or grad_output.dim() != 3:
         raise ValueError("grad_output: expected a 3-D tensor (batch_size, seq_len, hidden_size)")
@@ -101,14 +116,30 @@ def check_arguments(inputs: dict, eps: object, outputs: dict) -> Dims:
     (b, s, h), i = grad_output.shape, fc1_weight.shape[0]
     if not (_is_power_of_two(h) and _is_power_of_two(i) and MIN_SIZE <= h <= i):
         raise ValueError(f"hidden_size {h} and intermediate_size {i}: need powers of two with {MIN_SIZE} <= hidden <= intermediate")
-    sizes = {"B": b, "S": s, "H": h, "I": i}
-    for table, values in ((INPUT_SHAPES, inputs), (OUTPUT_SHAPES, outputs)):
-        for name, symbolic in table.items():
-            expected = tuple(sizes[d] if isinstance(d, str) else d for d in symbolic)
-            _check_tensor(name, values[name], expected, device)
+    shapes = _concrete_shapes(b, s, h, i)
+    device_index = grad_output.get_device()
+    tensors = {**inputs, **outputs}
+    for name, expected in shapes.items():
+        t = tensors[name]
+        if not _is_valid(t, expected, device_index):
+            _check_tensor(name, t, expected, device)  # raises, naming what is wrong
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps: expected a Python number, got {type(eps).__name__}")
     if not (math.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps: expected a finite number >= 0, got {eps}")
-    _check_no_overlap(inputs, outputs)
-    return Dims(tokens=b * s, hidden=h, intermediate=i, device=device)
+    addresses = {name: tensors[name].data_ptr() for name in shapes}
+    _check_no_overlap(addresses, _byte_sizes(b, s, h, i), outputs)
+    return Dims(tokens=b * s, hidden=h, intermediate=i, device=device), addresses
+
+
+@lru_cache(maxsize=64)
+def _concrete_shapes(b: int, s: int, h: int, i: int) -> dict[str, tuple[int, ...]]:
+    """Every tensor argument's expected shape, inputs then outputs, in definition order."""
+    sizes = {"B": b, "S": s, "H": h, "I": i}
+    return {name: tuple(sizes[d] if isinstance(d, str) else d for d in symbolic)
+            for table in (INPUT_SHAPES, OUTPUT_SHAPES) for name, symbolic in table.items()}
+
+
+@lru_cache(maxsize=64)
+def _byte_sizes(b: int, s: int, h: int, i: int) -> dict[str, int]:
+    return {name: 4 * math.prod(shape) for name, shape in _concrete_shapes(b, s, h, i).items()}

@@ -1,12 +1,14 @@
 """Launch configurations as data, keyed by what changes the code path (GPU architecture).
 
-Each entry records the measurement behind it in PERFORMANCE.md (the performance log).
+Each value cites the measurement that chose it (results/*.json, written by bench/profile_stages.py
+and the evaluator on an H200; PERFORMANCE.md tells the story), or says "untuned".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
 import torch
 
@@ -25,13 +27,10 @@ class GemmConfig:
     block_k: int
     num_warps: int
     num_stages: int
-    group_m: int = 8
-    # 0: a program per output tile. Stage 2 only: n > 0 runs its persistent kernel (TMA loads), n
-    # programs per SM looping over the tiles
+    # Stage 2 only: 0 runs a program per output tile (pointer loads); n > 0 runs its persistent
+    # kernel (TMA loads), n programs per SM looping over the tiles
     programs_per_sm: int = 0
-    # 0: the compiler's choice. Else a cap on registers a thread (ptxas .maxnreg), e.g. so that
-    # `programs_per_sm` programs fit an SM's 64K registers
-    max_registers: int = 0
+    group_m: int = 8  # row tiles per column sweep (tiling.grouped_tile); untuned
 
 
 @dataclass(frozen=True)
@@ -44,32 +43,27 @@ class LaunchPlan:
     input_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 3: grad_fc1_output @ fc1_weight + grad_residual, by tokens
     weight_gemm: GemmConfig  # stage 4: x^T @ y over tokens (block_m x block_n output tiles)
     sum_block_r: int  # rows per step of the final column sums
-    # Stage 2 also multiplies by fc2_weight's fp16 remainder (hi + lo): every element of
-    # grad_fc1_bias inside the tolerance (worst 0.91 of the bound) for more time; off, up to 2 of its
-    # 2048 elements fall outside (worst 1.27 of the bound; the check needs 99% inside). See README,
-    # Precision.
-    fc2_weight_lo: bool
     # From this many tokens on, where stage 2 is persistent (GemmConfig.programs_per_sm > 0), its
     # epilogue rounds gelu_output to fp16 too, tile by tile, instead of stage 1's streaming pass
-    # (bench/profile_stages.py --sweep gelu_copy); ANY_TOKENS: never
-    round_gelu_in_stage2_from: int = ANY_TOKENS
-    # The four launches captured into a CUDA graph each call and replayed, so that the GPU runs them
-    # back to back (cuda_graph.py); otherwise launched one by one
-    cuda_graph: bool = False
+    round_gelu_in_stage2_from: int
     # Up to this many tokens stages 3 and 4 (both need only stages 1 and 2) run concurrently in the
-    # CUDA graph, so that each fills SMs the other leaves idle; 0: one after the other
-    overlap_stages_3_4_up_to: int = 0
+    # CUDA graph, so that each fills SMs the other leaves idle; beyond, one after the other
+    overlap_stages_3_4_up_to: int
 
 
-# H200 measurements behind each choice, cited beside it (results/*.json, written by
-# bench/profile_stages.py and the evaluator; PERFORMANCE.md tells the story).
+# H200 measurements behind each choice, cited beside it.
 _HOPPER = LaunchPlan(
-    layernorm_block_m=8,  # 452 us vs 503 (16 rows) and 3521 (32 rows) at M=131072
+    layernorm_block_m=8,  # stage 1: 452 us vs 503 (16 rows) and 3521 (32 rows) at M=131072 (results/stages_03ebe89.json)
+    # 4 programs per SM: 820 us vs 825 with 8 at M=131072 (results/layernorm_897e45f.json); no
+    # setting of the stage-1 launch moved the 2984-17312-token calls by more than 1-2 us
+    # (results/layernorm_b170e77.json)
     layernorm_waves=4,
-    layernorm_warps=4,
+    layernorm_warps=4,  # 820 us vs 1608 with 8 warps at M=131072 (results/layernorm_897e45f.json)
     # Stage 1 rounds gelu_output to fp16 for stage 4 (stage 4 reading the fp32 input took 2794 us vs
     # 1069 at M=131072, results/stages_120d9f6.json; the copy was then in stage 2's epilogue, where
-    # it cost stage 2 as much as it now costs stage 1: results/gelu_590a2c0.json, PERFORMANCE.md v6)
+    # it cost stage 2 as much as it now costs stage 1: results/gelu_590a2c0.json, PERFORMANCE.md v6).
+    # 8192-element chunks: 820 us vs 875 with 4096 at M=131072 (results/layernorm_897e45f.json);
+    # 32768 spills (1.8 KB of stack in stage 1)
     fp16_chunk=8192,
     # Stage 2 persistent and fed by TMA. In the pipeline (profile_stages, CUPTI kernel times) 64x128
     # tiles, 3 stages, 3 programs per SM take 60 / 130 / 497 / 972 us at 7184 / 17312 / 69568 / 131072
@@ -77,12 +71,10 @@ _HOPPER = LaunchPlan(
     # tiles (one per SM) and 74-637-1216 in 128x128 (results/stage2_64aa1e5.json); the one-tile kernel
     # with pointer loads took 71 / 157 / 588 / 1097 (results/input_6224ba6.json,
     # eval_nobaselines_8b5f211.json). Warp specialization (tl.range) added nothing or failed to
-    # compile (bench/stage2_anatomy.py ws, results/ws_714788b.json). Three programs fit an SM's
-    # registers (168 a thread) and shared memory (72 KiB each; bench/compile_check.py).
-    # Below 4096 tokens too, now that the launches run as a CUDA graph (with four separate launches
-    # the call was slower there: 146 vs 104 us at 2984, idle GPU between kernels, results/layernorm_b170e77.json):
-    # graph + persistent 92.1 vs graph + one-tile kernel 99.8 vs four launches 102.8 us at 2984 tokens,
-    # 110.4 / 119.7 / 122.8 at 3602 (official timer, one run: results/graph_6147b7f.json).
+    # compile (results/ws_714788b.json). Three programs fit an SM's registers (168 a thread) and
+    # shared memory (72 KiB each; bench/compile_check.py).
+    # With the CUDA graph, persistent also below 4096 tokens: 92.1 us vs 99.8 with the one-tile
+    # kernel at 2984 tokens, 110.4 vs 119.7 at 3602 (official timer, one run: results/graph_6147b7f.json).
     # Up to 1024 tokens a program per 64x64 tile (pointer loads) instead: with stage 3's small tiles
     # below, 26.1 vs 31.1 us at 128 tokens, 27.8 vs 32.7 at 131, 32.2 vs 36.0 at 422, 36.4 vs 39.3 at
     # 613; at 1163 tokens the persistent kernel is as fast (50.2 vs 50.4; two runs agree within 0.2 us,
@@ -93,8 +85,7 @@ _HOPPER = LaunchPlan(
     ),
     # Stages 3 and 4 load their operands by TMA: at M=131072 stage 3 takes 499 us in 128x256 tiles vs
     # 545 (128x128) and 565 with pointer loads (128x128), at 17312 88 vs 85 and 88; stage 4 781 vs 864
-    # (131072) and 103 vs 111 (17312) us (results/tma_7670f1e.json). Stage 2 fed by TMA a tile a program was slower:
-    # 1292 vs 1162 us (64x128), 1403-1495 in larger tiles.
+    # (131072) and 103 vs 111 (17312) us (results/tma_7670f1e.json).
     # Stage 3 at few tokens: 128x256 tiles leave SMs idle (2 x 24 tiles at 2984 tokens). 64x128 tiles
     # take 16 vs 27 us at 2984 and 17 vs 28 at 3602; from 7184 tokens on 128x256 is best or within
     # 5% (32 vs 34 us at 7184, 87 vs 83-84 at 17312, 271 vs 286-347 at 69568; results/input_6224ba6.json)
@@ -105,13 +96,10 @@ _HOPPER = LaunchPlan(
         (4096, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)),
         (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)),
     ),
+    # 128x128x64, 4 warps, 4 stages: 781 us at M=131072 vs 864 with pointer loads
+    # (results/tma_7670f1e.json)
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),
-    sum_block_r=32,
-    # hi only: M=131072 3536 us vs 3861 with hi + lo, 7184: 223 vs 239, 2984: 139 vs 151, 613: 55.1
-    # vs 58.2, 128: 30.7 vs 30.9 (results/precision_fa5854d.json, round_fa5854d.json); accuracy
-    # over 16 workloads x 10 rounds: grad_fc1_bias 0.999023 matched (2 of 2048 out), worst 1.265 of
-    # the bound (results/verify_lo_off_897e45f.json)
-    fc2_weight_lo=False,
+    sum_block_r=32,  # untuned (the sums read at most a few MB)
     # gelu_output rounded by stage 2 (official timer, same run): 131072 tokens 3042 vs 3108 us (stage
     # 2 +285, stage 1 -348), 17312: 432 vs 437 (results/gelu_copy_6147b7f.json); but 11384: 335 vs
     # 298, 7516: 228 vs 198, 6824: 202 vs 186, 2984: 105 vs 92 (results/gelu_copy_mid_263f7ed.json).
@@ -119,29 +107,21 @@ _HOPPER = LaunchPlan(
     # thread (167 otherwise: bench/compile_check.py), too many for 3 programs on an SM; all
     # workloads from 16384 tokens are multiples of 16.
     round_gelu_in_stage2_from=16384,
-    # graph vs four launches, evaluator (results/eval_graph_6147b7f.json, without baselines, vs
-    # eval_7de981d.json, with them in the process): geomean 163.8 vs 167.4 us; 3602 tokens 119.3 vs
-    # 138.7, 2984 100.4 vs 103.5, 131072 3054 vs 3079.
-    # With the graph, the four kernels also beat the former one-launch path (all stages in one
-    # persistent kernel with grid barriers, removed after v14) at every token count: 31.1 vs 30.0 us
-    # at 128 tokens, 32.7 vs 33.2 at 131, 36.0 vs 42.5 at 422, 39.3 vs 52.8 at 613, 49.6 vs 62.4 at
-    # 1163 (results/limit_7425bc3.json), before the small tiles above.
-    cuda_graph=True,
     # Stages 3 and 4 concurrent vs in order (official timer, one run, results/overlap_6a1d1d9.json):
     # 128 tokens 22.9 vs 26.2 us, 422: 28.1 vs 32.6, 1163: 43.8 vs 50.3; from 2984 tokens both
     # kernels fill the GPU and in order is as fast or faster (2984: 94.4 vs 92.4, 7184: 192.7 vs
     # 191.5, 11384: 301.2 vs 299.0, 131072: 3117 vs 3103; the same configuration varied by 70 us
-    # between runs there). Not adopted: stage 4 split in two launches, grad_fc2_weight beside stage 2
-    # (it needs stage 1 only) and the rest beside stage 3: 23.2 us at 128 tokens, but 219.8 vs
-    # 191.5 at 7184, where it slowed stage 2 (results/overlap_6a1d1d9.json, eval_6a1d1d9.json).
+    # between runs there).
     overlap_stages_3_4_up_to=2048,
 )
 
-PLANS = {
+# Read-only: a sweep or a test builds its own plan (dataclasses.replace) and passes it to
+# ffn_backward.run_with_plan.
+PLANS = MappingProxyType({
     "sm_90": _HOPPER,  # H200 / H100: tuned there
     "sm_100": _HOPPER,  # B200 (the leaderboard): not measured; Hopper's plan, compile-checked for sm_100
     "cpu": _HOPPER,  # the Triton interpreter
-}
+})
 
 
 def architecture(device: torch.device) -> str:
@@ -151,7 +131,9 @@ def architecture(device: torch.device) -> str:
     return f"sm_{major}{minor}"
 
 
+@lru_cache(maxsize=None)
 def launch_plan(device: torch.device) -> LaunchPlan:
+    """The plan for `device`'s architecture (Hopper's where none is tuned)."""
     return PLANS.get(architecture(device), _HOPPER)
 
 

@@ -18,10 +18,7 @@ operands: `hidden_states` (row programs, alongside the LayerNorm rows), then bot
 `gelu_output` as flat chunks of BLOCK elements (the programs after the row programs, one chunk
 each). Copying `gelu_output` in this streaming pass keeps its 8 KB a token of fp32 reads out of
 stage 2's GEMM epilogue; from configs.LaunchPlan.round_gelu_in_stage2_from tokens on, stage 2's
-epilogue rounds it instead. `fc2_weight` is split into two fp16 parts, hi + lo. Stage 2 multiplies
-by lo too only if the plan asks (configs.LaunchPlan.fc2_weight_lo, off by default). That removes
-fc2_weight's rounding error from grad_fc1_output, and so from grad_fc1_bias (a sum of
-grad_fc1_output over all tokens), the output closest to its tolerance. The lo part (2 MB) is written only then.
+epilogue rounds it instead.
 """
 
 import triton
@@ -80,24 +77,19 @@ def round_to_fp16_chunk(
     fc2_weight,  # (H, I) fp32
     gelu_output,  # (M, I) fp32
     fc1_weight_f16,  # out (I, H) fp16
-    fc2_weight_f16,  # out (2, H, I) fp16: [hi, lo], fc2_weight = hi + lo to ~2^-22 relative
+    fc2_weight_f16,  # out (H, I) fp16
     gelu_output_f16,  # out (M, I) fp16
     M,
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK: tl.constexpr,
-    FC2_WEIGHT_LO: tl.constexpr,  # write lo too (only stage 2 with configs.LaunchPlan.fc2_weight_lo reads it)
 ):
     tl.static_assert(H * I % BLOCK == 0, "the weight chunks must cover both weights")
     weight_chunks: tl.constexpr = H * I // BLOCK
     if chunk < weight_chunks:  # BLOCK elements of each weight
         offsets = chunk * BLOCK + tl.arange(0, BLOCK)
         tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
-        w2 = tl.load(fc2_weight + offsets)
-        hi = w2.to(tl.float16)
-        tl.store(fc2_weight_f16 + offsets, hi)
-        if FC2_WEIGHT_LO:
-            tl.store(fc2_weight_f16 + H * I + offsets, (w2 - hi.to(tl.float32)).to(tl.float16))
+        tl.store(fc2_weight_f16 + offsets, tl.load(fc2_weight + offsets).to(tl.float16))
     else:  # BLOCK elements of gelu_output, flat
         # 64-bit: M * I passes 2^31 from 2^20 tokens on
         flat = tl.cast(chunk - weight_chunks, tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -117,7 +109,6 @@ def layernorm_backward_kernel(
     I: tl.constexpr,
     BLOCK_M: tl.constexpr,
     CHUNK: tl.constexpr,
-    FC2_WEIGHT_LO: tl.constexpr,
 ):
     """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16."""
     pid = tl.program_id(0)
@@ -127,7 +118,7 @@ def layernorm_backward_kernel(
                                 M, H, BLOCK_M)
     else:
         round_to_fp16_chunk(pid - row_programs, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
-                            gelu_output_f16, M, H, I, CHUNK, FC2_WEIGHT_LO)
+                            gelu_output_f16, M, H, I, CHUNK)
 
 
 def fp16_chunks(M: int, H: int, I: int, block: int, gelu_output: bool = True) -> int:

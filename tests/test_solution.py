@@ -6,15 +6,19 @@ official workloads."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
 
 import reference
 from reference.fixtures import FIXTURE_TOLERANCE
-from solution import configs, ffn_backward
+from solution import configs
 from solution.arguments import MIN_SIZE
 from solution.ffn_backward import run as solution_run
+from solution.ffn_backward import run_with_plan
+from solution.launches import describe_call
+from solution.arguments import Dims
 
 # Live draws are compared with the reference on the same inputs under FIXTURE_TOLERANCE, the tightest
 # official tolerance (B1xS131's: atol 0.028, rtol 1e-3, 99 % matched; the smallest workload, B1xS128,
@@ -30,7 +34,7 @@ LIVE_TOLERANCE = FIXTURE_TOLERANCE
 EDGE_SHAPES = [
     pytest.param(1, 1, id="one-token"),
     pytest.param(1, 7, id="prime"),
-    pytest.param(1, 130, id="just-over-one-128-row-tile"),
+    pytest.param(1, 130, id="just-over-two-64-row-tiles"),
 ]
 
 # Non-official LayerNorm parameters: the official generator draws ln_weight = 1 and eps = 1e-5, values
@@ -43,8 +47,16 @@ GPU_WORKLOADS = [BY_TOKENS[0], BY_TOKENS[len(BY_TOKENS) // 2]]
 GPU_ROUNDS = 2
 
 
-def call(inputs: tuple, outputs: dict[str, torch.Tensor]) -> None:
-    solution_run(*inputs, *(outputs[name] for name in reference.OUTPUT_NAMES))
+def call(inputs: tuple, outputs: dict[str, torch.Tensor], plan: configs.LaunchPlan | None = None) -> None:
+    """The solution on `inputs` into `outputs`, with the device's plan or `plan`."""
+    if plan is None:
+        solution_run(*inputs, *(outputs[name] for name in reference.OUTPUT_NAMES))
+    else:
+        run_with_plan(plan, *inputs, *(outputs[name] for name in reference.OUTPUT_NAMES))
+
+
+def device_plan(device: torch.device, **changes) -> configs.LaunchPlan:
+    return dataclasses.replace(configs.launch_plan(device), **changes)
 
 
 def draw(batch_size: int, seq_len: int, device: torch.device, seed: int) -> tuple:
@@ -83,28 +95,19 @@ BY_TOKEN_TABLES = [pytest.param(field, entry, id=f"{field}-{entry}")
 
 
 @pytest.mark.parametrize("field, entry", BY_TOKEN_TABLES)
-def test_stage_tiles_by_tokens(field, entry, device, nan_outputs, outputs_pass, monkeypatch):
+def test_stage_tiles_by_tokens(field, entry, device, nan_outputs, outputs_pass):
     """Every entry of the stages' by-token tile tables, on a small shape (rows past M masked)."""
-    arch = configs.architecture(device)
-    plan = configs.PLANS[arch]
-    table = getattr(plan, field)
-    tiles = table[min(entry, len(table) - 1)][1]
-    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(
-        plan, **{field: ((configs.ANY_TOKENS, tiles),)}))
+    tiles = getattr(configs.launch_plan(device), field)[entry][1]
     inputs = draw(2, 37, device, seed=300 + entry)
     outputs = nan_outputs(2, 37, device)
-    call(inputs, outputs)
+    call(inputs, outputs, device_plan(device, **{field: ((configs.ANY_TOKENS, tiles),)}))
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
-def test_unaligned_fc1_output(device, nan_outputs, outputs_pass, monkeypatch):
+def test_unaligned_fc1_output(device, nan_outputs, outputs_pass):
     """fc1_output at an address TMA cannot take (4 bytes past a 16-byte boundary): the persistent
     stage 2 (TMA) reads a copy."""
-    arch = configs.architecture(device)
-    plan = configs.PLANS[arch]
-    persistent = next(g for _, g in plan.gelu_gemm if g.programs_per_sm > 0)
-    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(
-        plan, gelu_gemm=((configs.ANY_TOKENS, persistent),)))
+    persistent = next(g for _, g in configs.launch_plan(device).gelu_gemm if g.programs_per_sm > 0)
     named = dict(zip(reference.INPUT_NAMES, draw(1, 19, device, seed=350)))
     fc1_output = named["fc1_output"]
     storage = torch.empty(fc1_output.numel() + 1, device=device)
@@ -112,57 +115,75 @@ def test_unaligned_fc1_output(device, nan_outputs, outputs_pass, monkeypatch):
     assert unaligned.data_ptr() % 16 != 0
     inputs = replaced(tuple(named.values()), fc1_output=unaligned)
     outputs = nan_outputs(1, 19, device)
-    call(inputs, outputs)
+    call(inputs, outputs, device_plan(device, gelu_gemm=((configs.ANY_TOKENS, persistent),)))
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
 @pytest.mark.parametrize("programs_per_sm", [0, 2])
-def test_gelu_rounded_in_stage2(programs_per_sm, device, nan_outputs, outputs_pass, monkeypatch):
+def test_gelu_rounded_in_stage2(programs_per_sm, device, nan_outputs, outputs_pass):
     """gelu_output rounded to fp16 by the persistent stage 2 instead of stage 1; the one-tile stage 2
     leaves it to stage 1. Either way stage 4 must see every row of it (grad_fc2_weight)."""
-    arch = configs.architecture(device)
-    plan = configs.PLANS[arch]
-    gelu_gemm = dataclasses.replace(plan.gelu_gemm[-1][1], programs_per_sm=programs_per_sm)
-    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(
-        plan, round_gelu_in_stage2_from=0, gelu_gemm=((configs.ANY_TOKENS, gelu_gemm),)))
+    gelu_gemm = dataclasses.replace(configs.launch_plan(device).gelu_gemm[-1][1], programs_per_sm=programs_per_sm)
+    plan = device_plan(device, round_gelu_in_stage2_from=0, gelu_gemm=((configs.ANY_TOKENS, gelu_gemm),))
     inputs = draw(3, 29, device, seed=370 + programs_per_sm)
     outputs = nan_outputs(3, 29, device)
-    call(inputs, outputs)
+    call(inputs, outputs, plan)
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
+@pytest.mark.parametrize("overlap, stage4_after", [(False, 2), (True, 1)], ids=["in-order", "stages-3-4-concurrent"])
+def test_stage_order(overlap, stage4_after):
+    """Stage 4 waits for stage 2 only where stages 3 and 4 may run concurrently, else for stage 3;
+    every other stage waits for the one before it."""
+    plan = dataclasses.replace(configs.PLANS["cpu"], overlap_stages_3_4_up_to=configs.ANY_TOKENS if overlap else 0)
+    call_ = describe_call(Dims(tokens=100, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
+    assert [launch.after for launch in call_.launches] == [(), (0,), (1,), (stage4_after,)]
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("overlap", [False, True], ids=["in-order", "stages-3-4-concurrent"])
-def test_launches_as_cuda_graph(overlap, device, nan_outputs, outputs_pass, monkeypatch):
-    """The four launches recorded into a CUDA graph and replayed (on the CPU: launched one by one),
-    twice in a row with other arguments, so that the second call cannot reuse the first one's; with
-    stages 3 and 4 in order or concurrent."""
-    arch = configs.architecture(device)
-    monkeypatch.setitem(configs.PLANS, arch, dataclasses.replace(
-        configs.PLANS[arch], cuda_graph=True, overlap_stages_3_4_up_to=configs.ANY_TOKENS if overlap else 0))
+def test_launches_as_cuda_graph(overlap, device, nan_outputs, outputs_pass):
+    """The four launches as a CUDA graph, stages 3 and 4 in order or concurrent, twice in a row with
+    other arguments (the second call must not reuse the first one's)."""
+    plan = device_plan(device, overlap_stages_3_4_up_to=configs.ANY_TOKENS if overlap else 0)
     for seed, (batch, seq) in ((380, (2, 37)), (381, (1, 50))):
         inputs = draw(batch, seq, device, seed=seed)
         outputs = nan_outputs(batch, seq, device)
-        call(inputs, outputs)
+        call(inputs, outputs, plan)
         outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
-def test_concurrent_groups():
-    launch = ffn_backward.Launch(kernel=None, grid=(1,), args=(), constexprs={}, options={})
-    with_previous = dataclasses.replace(launch, concurrent_with_previous=True)
-    groups = ffn_backward.concurrent_groups([with_previous, launch, launch, with_previous, launch])
-    assert [len(g) for g in groups] == [1, 1, 2, 1]
+def test_plans_are_read_only():
+    with pytest.raises(TypeError):
+        configs.PLANS["sm_90"] = configs.PLANS["cpu"]
 
 
-def test_stage_2_with_fc2_weight_lo(device, nan_outputs, outputs_pass, monkeypatch):
-    """The option of multiplying by fc2_weight's fp16 remainder too (hi + lo), in both stage-2 kernels."""
-    arch = configs.architecture(device)
-    for _, gelu_gemm in configs.PLANS[arch].gelu_gemm:
-        plan = dataclasses.replace(configs.PLANS[arch], fc2_weight_lo=True, gelu_gemm=((configs.ANY_TOKENS, gelu_gemm),))
-        monkeypatch.setitem(configs.PLANS, arch, plan)
-        inputs = draw(2, 37, device, seed=400)
-        outputs = nan_outputs(2, 37, device)
-        call(inputs, outputs)
-        outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+@pytest.mark.parametrize("batch_size, seq_len", [(1, 0), (0, 5)], ids=["no-sequence", "no-batch"])
+def test_zero_tokens(batch_size, seq_len, device, nan_outputs):
+    """No tokens: what the reference gives, zero weight and bias gradients and an empty
+    grad_hidden_states."""
+    inputs = draw(batch_size, seq_len, device, seed=5)
+    expected = reference_outputs(inputs)
+    outputs = nan_outputs(batch_size, seq_len, device)
+    call(inputs, outputs)
+    for name in reference.OUTPUT_NAMES:
+        assert outputs[name].shape == expected[name].shape, name
+        assert torch.equal(outputs[name].cpu(), expected[name].cpu()), name
+
+
+def test_overflow_past_fp16_range_gives_inf(device, nan_outputs):
+    """Beyond the supported range (README, Contract of run): grad_output large enough that
+    grad_residual passes fp16's 65504 makes the FC1 gradients overflow, inf or NaN as in
+    mixed-precision training, while the fp32 reference stays finite."""
+    inputs = draw(1, 7, device, seed=21)
+    grad_output = dict(zip(reference.INPUT_NAMES, inputs))["grad_output"]
+    big = replaced(inputs, grad_output=grad_output * 1e5)  # grad_residual is linear in grad_output
+    expected = reference_outputs(big)
+    assert all(torch.isfinite(t).all() for t in expected.values())
+    outputs = nan_outputs(1, 7, device)
+    call(big, outputs)
+    assert not torch.isfinite(outputs["grad_fc1_weight"]).all()
+    assert not math.isfinite(outputs["grad_fc1_bias"].abs().max().item())
 
 
 def test_tiles_cover_min_size():

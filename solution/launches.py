@@ -1,0 +1,205 @@
+"""What one call launches, for a shape and a plan: four kernels, their grids, the order they need,
+and their arguments named symbolically (a caller's tensor, a workspace, a TMA view of either, eps).
+
+The description depends only on the shape, the device's SM count and the plan, never on the data,
+so one description serves every call of that shape: the Triton interpreter resolves it to tensors
+(`resolve`), the CUDA graph to addresses written into the kernels' parameter blocks (graph.py).
+
+Workspaces (intermediates) are carved out of one allocation per call, each at a 256-byte boundary
+(TMA needs 16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+import triton
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from .arguments import Dims
+from .configs import GemmConfig, LaunchPlan, for_tokens, multiprocessor_count
+from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
+from .input_grad_gemm import input_grad_gemm_kernel
+from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
+from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
+
+WORKSPACE_ALIGNMENT = 256  # bytes
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A named tensor, as the kernels index it: a caller's argument or a workspace."""
+
+    name: str
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return _numel(self.shape) * _itemsize(self.dtype)
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """A TMA descriptor over a 2-D buffer, moving `block` (rows, cols) at a time."""
+
+    buffer: Buffer
+    block: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A per-call scalar argument of the entry point (eps), passed as fp32."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: `kernel[(grid,)](*args, **constexprs, **options)`, after the launches at
+    the indices `after` (into the call's list of launches)."""
+
+    kernel: triton.runtime.JITFunction
+    grid: int
+    args: tuple  # Buffer | Tiles | Scalar | int | None, in the kernel's parameter order
+    constexprs: dict
+    options: dict
+    after: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class CallDescription:
+    launches: tuple[Launch, ...]
+    workspaces: tuple[Buffer, ...]
+    offsets: tuple[int, ...]  # of each workspace in the call's one allocation, in bytes
+    workspace_bytes: int
+    tma_buffers: frozenset[str]  # the buffers some launch reads by TMA (base 16-byte aligned)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def _gemm_meta(g: GemmConfig) -> dict:
+    return dict(BLOCK_M=g.block_m, BLOCK_N=g.block_n, BLOCK_K=g.block_k)
+
+
+def _gemm_options(g: GemmConfig) -> dict:
+    return dict(num_warps=g.num_warps, num_stages=g.num_stages)
+
+
+@lru_cache(maxsize=32)
+def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
+    """The launches of one call (stages 1-4, in an order that respects `after`) and its workspaces
+    (kept for the last few shapes: it depends on nothing else)."""
+    M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
+    f32, f16 = torch.float32, torch.float16
+    g2, g3, g4 = for_tokens(plan.gelu_gemm, M), for_tokens(plan.input_gemm, M), plan.weight_gemm
+    sms = multiprocessor_count(device)
+    row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * sms))
+    bias_partial_rows = triton.cdiv(M, g2.block_m)
+    round_gelu = M >= plan.round_gelu_in_stage2_from and g2.programs_per_sm > 0
+
+    # the caller's tensors, as the kernels index them
+    def caller(name: str, *shape: int) -> Buffer:
+        return Buffer(name, f32, shape)
+
+    grad_output, normalized, hidden_states = (caller(n, M, H) for n in ("grad_output", "normalized", "hidden_states"))
+    fc1_output, gelu_output = caller("fc1_output", M, I), caller("gelu_output", M, I)
+    var, ln_weight = caller("var", M), caller("ln_weight", H)
+    fc1_weight, fc2_weight = caller("fc1_weight", I, H), caller("fc2_weight", H, I)
+    grad_hidden_states = caller("grad_hidden_states", M, H)
+    grad_fc1_weight, grad_fc2_weight = caller("grad_fc1_weight", I, H), caller("grad_fc2_weight", H, I)
+    grad_fc1_bias = caller("grad_fc1_bias", I)
+    grad_fc2_bias, grad_ln_weight, grad_ln_bias = (caller(n, H) for n in ("grad_fc2_bias", "grad_ln_weight", "grad_ln_bias"))
+
+    # intermediates
+    grad_residual = Buffer("grad_residual", f32, (M, H))
+    grad_residual_f16 = Buffer("grad_residual_f16", f16, (M, H))
+    hidden_states_f16 = Buffer("hidden_states_f16", f16, (M, H))
+    gelu_output_f16 = Buffer("gelu_output_f16", f16, (M, I))
+    fc1_weight_f16 = Buffer("fc1_weight_f16", f16, (I, H))
+    fc2_weight_f16 = Buffer("fc2_weight_f16", f16, (H, I))
+    grad_fc1_output = Buffer("grad_fc1_output", f16, (M, I))
+    ln_partials = Buffer("ln_partials", f32, (row_programs, 3, H))
+    bias_partials = Buffer("bias_partials", f32, (bias_partial_rows, I))
+    workspaces = (grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16,
+                  fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials)
+
+    stage1 = Launch(
+        layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, plan.fp16_chunk, not round_gelu),
+        (grad_output, normalized, var, ln_weight, Scalar("eps"), hidden_states, gelu_output, fc1_weight, fc2_weight,
+         grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16,
+         ln_partials, M, row_programs),
+        dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=plan.fp16_chunk),
+        dict(num_warps=plan.layernorm_warps), after=())
+    stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
+    tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
+    if g2.programs_per_sm == 0:
+        stage2 = Launch(gelu_backward_gemm_kernel, tiles2,
+                        (grad_residual_f16, fc2_weight_f16, fc1_output, grad_fc1_output, bias_partials, M),
+                        stage2_meta, _gemm_options(g2), after=(0,))
+    else:
+        stage2 = Launch(
+            gelu_backward_persistent_kernel, max(1, min(tiles2, g2.programs_per_sm * sms)),
+            (Tiles(grad_residual_f16, (g2.block_m, g2.block_k)), Tiles(fc2_weight_f16, (g2.block_k, g2.block_n)),
+             Tiles(fc1_output, (g2.block_m, g2.block_n)),
+             Tiles(gelu_output, (g2.block_m, g2.block_n)) if round_gelu else None,
+             grad_fc1_output, gelu_output_f16 if round_gelu else None, bias_partials, M),
+            dict(stage2_meta, ROUND_GELU=round_gelu), _gemm_options(g2), after=(0,))
+    stage3 = Launch(
+        input_grad_gemm_kernel, triton.cdiv(M, g3.block_m) * (H // g3.block_n),
+        (Tiles(grad_fc1_output, (g3.block_m, g3.block_k)), Tiles(fc1_weight_f16, (g3.block_k, g3.block_n)),
+         Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, M),
+        dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m), _gemm_options(g3), after=(1,))
+    # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
+    stage4 = Launch(
+        weight_grad_kernel, weight_grad_programs(H, I, g4.block_m, g4.block_n),
+        (Tiles(grad_residual_f16, (g4.block_k, g4.block_m)), Tiles(gelu_output_f16, (g4.block_k, g4.block_n)),
+         Tiles(grad_fc1_output, (g4.block_k, g4.block_m)), Tiles(hidden_states_f16, (g4.block_k, g4.block_n)),
+         ln_partials, row_programs, bias_partials, bias_partial_rows,
+         grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, M),
+        dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, SUM_BLOCK_R=plan.sum_block_r),
+        _gemm_options(g4), after=(1,) if M <= plan.overlap_stages_3_4_up_to else (2,))
+
+    launches = (stage1, stage2, stage3, stage4)
+    offsets, end = [], 0
+    for w in workspaces:
+        offsets.append(end)
+        end += triton.cdiv(w.nbytes, WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
+    tma = frozenset(a.buffer.name for launch in launches for a in launch.args if isinstance(a, Tiles))
+    return CallDescription(launches, workspaces, tuple(offsets), max(end, 1), tma)
+
+
+def workspace_views(call: CallDescription, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Each workspace as a tensor view into `flat`, the call's one uint8 allocation."""
+    return {w.name: flat[offset:offset + w.nbytes].view(w.dtype).view(w.shape)
+            for w, offset in zip(call.workspaces, call.offsets)}
+
+
+def resolve(arg, tensors: dict[str, torch.Tensor], eps: float):
+    """A launch argument as Triton's launcher takes it: tensors viewed in the kernel's shape, TMA
+    descriptors, eps as a float."""
+    if isinstance(arg, Buffer):
+        return tensors[arg.name].view(arg.shape)
+    if isinstance(arg, Tiles):
+        return TensorDescriptor.from_tensor(tensors[arg.buffer.name].view(arg.buffer.shape), list(arg.block))
+    if isinstance(arg, Scalar):
+        return float(eps)
+    return arg
+
+
+def launch_in_order(call: CallDescription, tensors: dict[str, torch.Tensor], eps: float) -> None:
+    """Every launch, one after the other, through Triton's own launcher (the interpreter's path)."""
+    for launch in call.launches:
+        args = [resolve(a, tensors, eps) for a in launch.args]
+        launch.kernel[(launch.grid,)](*args, **launch.constexprs, **launch.options)
