@@ -276,7 +276,8 @@ def stage4_reads_fp32(tokens: int, plan: LaunchPlan) -> dict[str, dict]:
     copies = ("gelu_output_f16", "hidden_states_f16")
     out = {k: without(t, reads=("gelu_output", "hidden_states", *copies), writes=copies)
            for k, t in stage_traffic(tokens, plan).items()}
-    out[WEIGHT_GRAD] = without(out[WEIGHT_GRAD], add_reads={"gelu_output": fp32(tokens, I), "hidden_states": fp32(tokens, H)})
+    fp32_operands = {"gelu_output": fp32(tokens, I), "hidden_states": fp32(tokens, H)}
+    out[WEIGHT_GRAD] = without(out[WEIGHT_GRAD], add_reads=fp32_operands)
     return out
 
 
@@ -284,8 +285,10 @@ def layernorm_rows_only(tokens: int, plan: LaunchPlan) -> dict[str, dict]:
     """As stage4_reads_fp32, and stages 2 and 3 round the fp32 weights in their tiles: stage 1 is left
     with the LayerNorm rows."""
     out = stage4_reads_fp32(tokens, plan)
-    out[LAYERNORM] = without(out[LAYERNORM], reads=("fc1_weight", "fc2_weight"), writes=("fc1_weight_f16", "fc2_weight_f16"))
-    for kernel, weight, shape in ((stage2_kernel(tokens, plan), "fc2_weight", (H, I)), (INPUT_GRAD, "fc1_weight", (I, H))):
+    out[LAYERNORM] = without(out[LAYERNORM], reads=("fc1_weight", "fc2_weight"),
+                             writes=("fc1_weight_f16", "fc2_weight_f16"))
+    for kernel, weight, shape in ((stage2_kernel(tokens, plan), "fc2_weight", (H, I)),
+                                  (INPUT_GRAD, "fc1_weight", (I, H))):
         out[kernel] = without(out[kernel], reads=(f"{weight}_f16",), add_reads={weight: fp32(*shape)})
     return out
 
@@ -316,10 +319,12 @@ def leads(tokens: int, plan: LaunchPlan) -> list[tuple[str, float, int]]:
     def sequential(changed: dict[str, dict], efficiency: dict[str, Efficiency] = EFFICIENCY) -> tuple[float, int]:
         return sum(p["ms"] for p in predict_stages(changed, tokens, plan, efficiency).values()), total(changed)["bytes"]
 
-    prototype = EFFICIENCY | {WEIGHT_GRAD: dataclasses.replace(EFFICIENCY[WEIGHT_GRAD], tflops=STAGE4_FP32_PROTOTYPE_TFLOPS)}
+    prototype = EFFICIENCY | {WEIGHT_GRAD: dataclasses.replace(EFFICIENCY[WEIGHT_GRAD],
+                                                                tflops=STAGE4_FP32_PROTOTYPE_TFLOPS)}
+    fp32_stage4 = stage4_reads_fp32(tokens, plan)
     rows = [("today (the shipped plan)", *sequential(stages)),
-            ("A. stage 4 reads fp32 gelu_output, hidden_states; at today's stage-4 rate", *sequential(stage4_reads_fp32(tokens, plan))),
-            ("A'. the same at the fp32 prototype's stage-4 rate", *sequential(stage4_reads_fp32(tokens, plan), prototype)),
+            ("A. stage 4 reads fp32 gelu_output, hidden_states; at today's stage-4 rate", *sequential(fp32_stage4)),
+            ("A'. the same at the fp32 prototype's stage-4 rate", *sequential(fp32_stage4, prototype)),
             ("C. stage 1 reduced to the LayerNorm rows (with A)", *sequential(layernorm_rows_only(tokens, plan)))]
     for label, rate in (("B. stages 2+3 per row block, stage 2's GEMM at today's rate", EFFICIENCY[GELU_PERSISTENT].tflops),
                         ("B'. the same, both GEMMs at stage 3's rate", EFFICIENCY[INPUT_GRAD].tflops)):
