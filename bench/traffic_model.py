@@ -9,8 +9,9 @@ counted once at its dtype's size. That is the compulsory DRAM traffic: GEMM tile
 blocks (the 2-4 MB weights by every row tile, grad_residual by every column tile), but those re-reads
 are served by the 50 MB L2 and are not counted. FLOPs are the GEMMs' 2*M*N*K (tensor cores); the
 elementwise work (LayerNorm, GELU') is not counted as FLOPs, its cost shows in the measured
-efficiency of stages 1 and 2. Tensor names are those of solution/ffn_backward.py (inputs, outputs,
-Workspace fields); stage keys are the kernel names the CUPTI records use.
+efficiency of stages 1 and 2. Tensor names are those of solution/launches.py (the caller's
+tensors and the workspaces); stage keys are the kernel names the CUPTI records use. The model is
+written independently of that launch description; tests/test_traffic_model.py checks the two agree.
 
 `predict` turns bytes and FLOPs into a time with efficiency factors measured on an H200
 (EFFICIENCY, each citing its results file): max(bytes / achieved bandwidth, FLOPs / achieved
@@ -75,13 +76,13 @@ def gemm_flops(m: int, n: int, k: int) -> int:
 
 
 def layernorm_programs(tokens: int, plan: LaunchPlan) -> int:
-    """Stage 1's row programs (as ffn_backward.build_launches sizes them on an H200); each writes a
+    """Stage 1's row programs (as solution/launches.py sizes them on an H200); each writes a
     3 x H row of partial sums."""
     return max(1, min(math.ceil(tokens / plan.layernorm_block_m), plan.layernorm_waves * SMS))
 
 
 def stage2_rounds_gelu(tokens: int, plan: LaunchPlan) -> bool:
-    """Whether stage 2's epilogue rounds gelu_output to fp16 (else stage 1 does), as build_launches decides."""
+    """Whether stage 2's epilogue rounds gelu_output to fp16 (else stage 1 does), as solution/launches.py decides."""
     return tokens >= plan.round_gelu_in_stage2_from and for_tokens(plan.gelu_gemm, tokens).programs_per_sm > 0
 
 

@@ -8,11 +8,14 @@ import json
 import math
 
 import pytest
+import torch
 
 from bench import traffic_model as tm
 from evaluation import roofline as sol
 from reference.problem import DEFINITION, ROOT
 from solution import configs
+from solution.arguments import Dims
+from solution.launches import Buffer, Tiles, describe_call
 
 PLAN = configs.PLANS["sm_90"]
 OVERLAP = ROOT / "results" / "overlap_6a1d1d9.json"
@@ -78,6 +81,31 @@ def test_gelu_copy_moves_between_stages_1_and_2():
     in_stage1 = tm.stage_traffic(above, dataclasses.replace(PLAN, round_gelu_in_stage2_from=configs.ANY_TOKENS))
     assert tm.total(in_stage1)["bytes"] == tm.total(high)["bytes"]
     assert in_stage1[tm.LAYERNORM]["bytes"] - high[tm.LAYERNORM]["bytes"] == 6 * above * 2048
+
+
+def launch_buffers(launch) -> dict[str, Buffer]:
+    """The buffers a launch is given, by name (TMA views resolved to their buffer)."""
+    buffers = (a.buffer if isinstance(a, Tiles) else a for a in launch.args)
+    return {b.name: b for b in buffers if isinstance(b, Buffer)}
+
+
+@pytest.mark.parametrize("tokens", (128, 1163, 2984, 16384, 20000))
+def test_stages_move_the_buffers_the_launches_get(tokens, monkeypatch):
+    """Cross-check with the solution's own launch description: each stage reads and writes exactly
+    the buffers its launch takes, at the same dtype and size (stage 1 takes gelu_output and its fp16
+    copy even when stage 2 rounds it, and then leaves them untouched)."""
+    monkeypatch.setattr(tm, "SMS", configs.multiprocessor_count(torch.device("cpu")))  # sizes ln_partials
+    call = describe_call(Dims(tokens, 512, 2048, torch.device("cpu")), PLAN)
+    stages = tm.stage_traffic(tokens, PLAN)
+    assert [launch.kernel.fn.__name__ for launch in call.launches] == list(stages)
+    for launch, (kernel, t) in zip(call.launches, stages.items()):
+        given = launch_buffers(launch)
+        if kernel == tm.LAYERNORM and tm.stage2_rounds_gelu(tokens, PLAN):
+            given = {n: b for n, b in given.items() if n not in ("gelu_output", "gelu_output_f16")}
+        moved = t["reads"] | t["writes"]
+        assert set(moved) == set(given), kernel
+        for name, b in given.items():
+            assert moved[name]["bytes"] == b.nbytes and moved[name]["dtype"] == str(b.dtype).removeprefix("torch."), name
 
 
 def test_stage2_at_131072_tokens():
