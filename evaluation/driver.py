@@ -1,7 +1,7 @@
-"""The evaluation driver: one subprocess for all workloads of a staged solution (protocol.md §2.2-2.3).
+"""The evaluation driver: one subprocess for all workloads of a staged solution (docs/evaluator.md §2.2-2.3).
 
     python -P -m evaluation.driver <staging dir> --side <side.jsonl> [--rounds 10]
-        [--baselines eager,compile,optimized] [--offline-dir DIR]
+        [--baselines none|<comma list>] [--offline-dir DIR]
 
 Writes one Trace JSON line per workload to the REAL stdout (everything else, user prints included,
 goes to stderr) and one side-data JSON line per workload to `--side` (margins, hardening findings,
@@ -113,8 +113,11 @@ def evaluate_all(args, staging: Path, side_stream) -> None:
     flags_at_start = hardening.torch_flags()
     isolate_from_repo()
     shadowing = hardening.shadowing_modules([s["path"] for s in solution["sources"]], REPO_ROOT)
+    import_findings = [f"sources shadow installed modules: {', '.join(shadowing)}"] if shadowing else []
+    watch = hardening.ImportWatch()  # imports torch._dynamo: before the staging dir is on sys.path
     sys.path.insert(0, str(staging))
     user_fn = load_user_function(solution)
+    import_findings += watch.findings()
     device = torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
 
     def emit_all(status: str, log: str) -> None:
@@ -155,13 +158,12 @@ def evaluate_all(args, staging: Path, side_stream) -> None:
         clock_line=clock_line,
         replay_check=not args.offline_dir,
         flags_at_start=flags_at_start,
+        import_findings=import_findings,
     )
     baselines = [name for name in args.baselines.split(",") if name and name != "none"]
     for workload in workloads:
         result = WorkloadEvaluation(harness, workload).run()
         emit(result.trace)
-        if shadowing:
-            result.side["hardening"].append(f"sources shadow installed modules: {', '.join(shadowing)}")
         if result.inputs is not None and baselines:
             # Not in the official run: keep the seeded RNG stream (§2.2 step 12) as if they never ran,
             # so the next workloads draw the official inputs.
@@ -179,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("staging", type=Path)
     parser.add_argument("--side", type=Path, required=True)
     parser.add_argument("--rounds", type=positive_int, default=10)
-    parser.add_argument("--baselines", default="eager,compile,optimized")
+    parser.add_argument("--baselines", default="none", help="comma list of evaluation.baselines names")
     parser.add_argument("--offline-dir", default=None)
     args = parser.parse_args(argv)
     os.chdir(args.staging)

@@ -1,4 +1,4 @@
-"""The official reward-hack defenses (protocol.md §2.8), at the positions §2.2/§2.3 give them."""
+"""The official reward-hack defenses (docs/evaluator.md §2.8), at the positions §2.2/§2.3 give them."""
 
 from __future__ import annotations
 
@@ -48,11 +48,12 @@ def thread_count() -> int:
     return threading.active_count()
 
 
-def first_lazy_output(outputs: list) -> object | None:
-    """Defense 3: the first output whose type is not exactly `torch.Tensor` (subclasses included)."""
-    for output in outputs:
+def first_lazy_output(outputs: list) -> int | None:
+    """Defense 3: index of the first output whose type is not exactly `torch.Tensor` (subclasses
+    included), else None (an index, so that a `None` output cannot pass for "none found")."""
+    for index, output in enumerate(outputs):
         if type(output) is not torch.Tensor:
-            return output
+            return index
     return None
 
 

@@ -1,14 +1,18 @@
-"""Checks beyond the official evaluator (protocol.md §7), reported in the side file, never in traces.
+"""Checks beyond the official evaluator (docs/evaluator.md §7), reported in the side file, never in traces.
 
 They catch what the official defenses let through (§2.8 "does not catch"): inputs modified in place,
 process-wide torch flags changed by the solution (they also change how the reference computes),
-results that are stale in the timed calls (caches keyed on pointers or storage), and source modules
-that shadow installed ones.
+results that are stale in the timed calls (caches keyed on pointers or storage) or that depend on
+zeroed outputs, source modules that shadow installed ones, torch functions replaced by the solution's
+import (the reference calls them too) and threads it starts (they may launch GPU work that no check
+attributes to the solution).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import inspect
+import threading
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
@@ -60,3 +64,51 @@ def shadowing_modules(source_paths: list[str], own_root: Path | None = None) -> 
             continue
         found.append(name)
     return found
+
+
+TORCH_NAMESPACES = {
+    "torch": torch,
+    "torch.Tensor": torch.Tensor,
+    "torch.nn.functional": torch.nn.functional,
+    "torch.linalg": torch.linalg,
+}
+"""Where the reference's operations live: `@` is `torch.Tensor.__matmul__`, `x.sum` a Tensor method."""
+
+
+def torch_callables() -> dict[str, object]:
+    """The public callables of the torch modules in TORCH_NAMESPACES, and every attribute of
+    `torch.Tensor` (dunders included), by qualified name. Class attributes are read with
+    `inspect.getattr_static` so that their identity is stable (no freshly bound methods)."""
+    found = {}
+    for prefix, namespace in TORCH_NAMESPACES.items():
+        if isinstance(namespace, type):
+            for name in dir(namespace):
+                found[f"{prefix}.{name}"] = inspect.getattr_static(namespace, name)
+        else:
+            for name, value in vars(namespace).items():
+                if not name.startswith("_") and callable(value):
+                    found[f"{prefix}.{name}"] = value
+    return found
+
+
+class ImportWatch:
+    """Snapshot before the solution's import; `findings()` after it names what the import changed:
+    torch callables replaced or removed, and threads started (still alive)."""
+
+    def __init__(self):
+        import torch._dynamo  # noqa: F401  its import wraps torch.manual_seed; any torch.compile user imports it
+
+        self.callables = torch_callables()
+        self.threads = set(threading.enumerate())
+
+    def findings(self) -> list[str]:
+        now = torch_callables()
+        replaced = sorted(name for name, value in self.callables.items() if now.get(name) is not value)
+        started = [thread.name for thread in threading.enumerate() if thread not in self.threads]
+        findings = []
+        if replaced:
+            findings.append(f"torch attributes changed by the solution's import: {', '.join(replaced)}")
+        if started:
+            findings.append(f"threads started by the solution's import (their GPU work is not checked): "
+                            f"{', '.join(started)}")
+        return findings

@@ -1,4 +1,4 @@
-"""One workload through the official procedure (protocol.md §2.3), plus the side-file checks.
+"""One workload through the official procedure (docs/evaluator.md §2.3), plus the side-file checks.
 
 The device, the synchronize function and the timer are fields of `Harness`, so the verdict logic
 runs on CPU tensors in the tests with a stand-in timer.
@@ -50,6 +50,7 @@ class Harness:
     clock_line: str | None = None
     replay_check: bool = True  # off in offline mode: stored outputs only fit the stored inputs
     flags_at_start: dict = field(default_factory=hardening.torch_flags)
+    import_findings: list[str] = field(default_factory=list)  # hardening.ImportWatch, shadowing: every workload
 
 
 @dataclass
@@ -58,6 +59,9 @@ class WorkloadResult:
     side: dict
     inputs: list | None = None  # round-9 inputs (for the baselines)
     expected: list | None = None  # reference outputs of round 9
+
+
+REPLAY = "replay with fresh inputs in the timed buffers, outputs NaN-filled"
 
 
 class _Stop(Exception):
@@ -76,7 +80,7 @@ class WorkloadEvaluation:
         self.input_names = tuple(harness.definition["inputs"])
         self.tracker = CorrectnessTracker()
         self.margins = {name: {"worst_matched": 1.0, "worst_ratio": 0.0} for name in self.output_names}
-        self.findings: list[str] = []
+        self.findings: list[str] = list(harness.import_findings)
         self.side: dict = {"uuid": workload["uuid"], "outputs": self.margins, "hardening": self.findings}
 
     def trace(self, status: str, log: str = "", performance: Performance | None = None) -> dict:
@@ -107,6 +111,7 @@ class WorkloadEvaluation:
                 h.user_fn(*inputs, *outputs)
             else:
                 outputs = normalize_outputs(h.user_fn(*inputs), h.definition, h.device)
+                _require_tensors(outputs, self.output_names)
             h.synchronize()
         except Exception as e:
             raise _Stop(RUNTIME_ERROR, Log.user(e, traceback.format_exc()))
@@ -131,7 +136,7 @@ class WorkloadEvaluation:
         self.threads_before = guards.thread_count()
         lazy = guards.first_lazy_output(outputs)
         if lazy is not None:
-            raise _Stop(REWARD_HACK, Log.lazy(lazy))
+            raise _Stop(REWARD_HACK, Log.lazy(outputs[lazy]))
         issue = guards.structural_issue(expected, outputs)
         if issue:
             raise _Stop(issue)
@@ -170,9 +175,9 @@ class WorkloadEvaluation:
         h = self.h
         if guards.elapsed_time_patched():
             raise _Stop(REWARD_HACK, Log.ELAPSED_TIME_PATCHED)
-        templates = allocate_outputs(h.definition, axes, h.device) if h.dps else []
-        snapshot = hardening.InputSnapshot(self.input_names, inputs)
-        try:
+        try:  # the buffers too: an out-of-memory here is a timing failure, as in the official driver
+            templates = allocate_outputs(h.definition, axes, h.device) if h.dps else []
+            snapshot = hardening.InputSnapshot(self.input_names, inputs)
             self.timing = h.time_fn(h.user_fn, inputs, templates, h.config.warmup_runs, h.config.iterations)
         except Exception as e:
             raise _Stop(RUNTIME_ERROR, Log.timing(e))
@@ -197,7 +202,9 @@ class WorkloadEvaluation:
 
     def _check_timed_results(self, inputs: list, expected: list, axes: dict) -> None:
         """Stale results: the last timed call's outputs must match the reference of the round-9
-        inputs, and a replay in the same buffers with freshly drawn contents must match too."""
+        inputs, and a replay in the same buffers with freshly drawn contents must match too. The
+        replay's outputs are NaN-filled, not zeroed, so that results accumulated into the outputs
+        (correct only because the harness zeroes them, outside the timed window) are caught."""
         h = self.h
         timing, self.timing = self.timing, None
         args = list(timing.last_args)
@@ -214,12 +221,12 @@ class WorkloadEvaluation:
         fresh_expected = normalize_outputs(h.reference_run(*fresh), h.definition, h.device)
         if h.dps:
             for out in timed_outputs:
-                out.zero_()
+                out.fill_(float("nan"))
             h.user_fn(*timed_inputs, *timed_outputs)
         else:
             timed_outputs = normalize_outputs(h.user_fn(*timed_inputs), h.definition, h.device)
         h.synchronize()
-        self._compare("replay with fresh inputs in the timed buffers", timed_outputs, fresh_expected)
+        self._compare(REPLAY, timed_outputs, fresh_expected)
 
     def _compare(self, when: str, outputs: list, expected: list) -> None:
         for name, out, ref in zip(self.output_names, outputs, expected):
@@ -227,6 +234,14 @@ class WorkloadEvaluation:
             if not verdict.passed:
                 self.findings.append(f"stale results ({when}): {name} {verdict.reason}")
                 return
+
+
+def _require_tensors(outputs: list, names: list[str]) -> None:
+    """Return style: every output a tensor (the official normalization raises for anything else
+    but numbers, which `normalize_outputs` converted), so that `(None,) * 7` is a RUNTIME_ERROR."""
+    for name, output in zip(names, outputs):
+        if not isinstance(output, torch.Tensor):
+            raise TypeError(f"output {name!r} is {type(output).__name__}, not a tensor")
 
 
 def _timing_json(result) -> dict:

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import shutil
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import torch
 from evaluation import guards, hardening, report, roofline
 from evaluation.attribution import ApiRecord, GpuActivity, attribute
 from evaluation.compare import Correctness, CorrectnessTracker, check
-from evaluation.io_conventions import custom_input_generator
+from evaluation.io_conventions import allocate_outputs, custom_input_generator
 from evaluation.shifting_pool import ShiftingMemoryPool, storage_span
 from evaluation.staging import RESERVED_NAMES, StagingError, normalize_workload, package_directory, stage
 from evaluation.timer import TimingResult
@@ -204,6 +205,9 @@ def cpu_timer(fn, inputs, templates, warmup, rep):
     return TimingResult(0.1, (0.1,) * rep, frozenset(), "cpu-stand-in", last_args=tuple(args), last_return=returned)
 
 
+CPU_ROUNDS = 3
+
+
 def load_control(name: str):
     spec = importlib.util.spec_from_file_location(f"negative_control_{name}", CONTROLS / name / "solution.py")
     module = importlib.util.module_from_spec(spec)
@@ -211,7 +215,7 @@ def load_control(name: str):
     return module.run
 
 
-def evaluate_on_cpu(user_fn, dps: bool = True):
+def evaluate_on_cpu(user_fn, dps: bool = True, import_findings: list[str] | None = None):
     from evaluation.staging import normalize_definition, BenchmarkConfig
 
     definition = normalize_definition(DEFINITION)
@@ -223,7 +227,7 @@ def evaluate_on_cpu(user_fn, dps: bool = True):
         gen_inputs=custom_input_generator(definition, __import__("reference").problem.get_inputs, CPU),
         integrity=guards.IntegritySnapshot(namespace, ("evaluate",)),
         config=BenchmarkConfig(warmup_runs=2, iterations=3), device=CPU, synchronize=lambda: None,
-        time_fn=cpu_timer, rounds=3,
+        time_fn=cpu_timer, rounds=CPU_ROUNDS, import_findings=import_findings or [],
     )
     return WorkloadEvaluation(harness, SMALL_WORKLOAD).run()
 
@@ -245,9 +249,11 @@ def test_reference_as_dps_solution_passes_with_clean_side_data():
 @pytest.fixture
 def restore_torch_state():
     elapsed_time, tf32 = torch.cuda.Event.elapsed_time, torch.backends.cuda.matmul.allow_tf32
+    matmul = torch.Tensor.__matmul__
     yield
     torch.cuda.Event.elapsed_time = elapsed_time
     torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.Tensor.__matmul__ = matmul
 
 
 # control -> (official status, log fragment, hardening fragment); DPS unless named in RETURN_STYLE
@@ -261,33 +267,87 @@ EXPECTED = {
     "pointer_cache": ("PASSED", "", "stale results"),
     "input_mutation": ("PASSED", "", "input mutation"),
     "tf32_global": ("PASSED", "", "torch flags changed"),
+    "accumulates_into_outputs": ("PASSED", "", "outputs NaN-filled"),
+    "torch_patch": ("PASSED", "", "torch attributes changed by the solution's import: torch.Tensor.__matmul__"),
+    "thread_at_import": ("PASSED", "", "threads started by the solution's import"),
+    "none_outputs": ("RUNTIME_ERROR", "User function failed: output 'grad_hidden_states' is NoneType", None),
+    "nan_output": ("INCORRECT_NUMERICAL", "", None),
+    "inf_output": ("INCORRECT_NUMERICAL", "", None),
 }
+NONFINITE = {"nan_output": "has_nan", "inf_output": "has_inf"}  # the flag the trace's correctness sets
 GPU_ONLY = {
     "launches_nothing": ("RUNTIME_ERROR", "Timing failed: No kernel activities recorded for iteration 0", None),
     "inconsistent_kernels": ("RUNTIME_ERROR", "Timing failed: Inconsistent kernel names", None),
 }
-RETURN_STYLE = {"lazy_output"}
+RETURN_STYLE = {"lazy_output", "none_outputs"}
 # Caught only by the driver process itself (it patches the driver's globals): run end to end.
 DRIVER_ONLY = {
     "driver_patch": ("REWARD_HACK", "Eval driver integrity violated: 'time_runnable' has been monkey-patched", None),
 }
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_negative_control_on_cpu(name, restore_torch_state):
-    status, log, finding = EXPECTED[name]
-    result = evaluate_on_cpu(load_control(name), dps=name not in RETURN_STYLE)
-    evaluation = result.trace["evaluation"]
-    assert evaluation["status"] == status
-    assert log in evaluation["log"]
+def assert_expected_outcome(name: str, trace: dict, findings: list[str]) -> None:
+    status, log, finding = {**EXPECTED, **GPU_ONLY, **DRIVER_ONLY}[name]
+    evaluation = json.loads(dumps(trace))["evaluation"]  # strict JSON, NaN/Inf outputs included
+    assert evaluation["status"] == status and log in evaluation["log"], evaluation
     if finding:
-        assert any(finding in f for f in result.side["hardening"]), result.side["hardening"]
+        assert any(finding in f for f in findings), findings
     if status == "INCORRECT_NUMERICAL":
         assert evaluation["correctness"] is not None and evaluation["performance"] is None
+    if name in NONFINITE:
+        correctness = evaluation["correctness"]
+        assert correctness[NONFINITE[name]] is True
+        assert math.isfinite(correctness["max_absolute_error"]) and math.isfinite(correctness["max_relative_error"])
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_negative_control_on_cpu(name, restore_torch_state):
+    """As the driver does: what the control's import changes is watched, then its workload evaluated."""
+    watch = hardening.ImportWatch()
+    user_fn = load_control(name)
+    result = evaluate_on_cpu(user_fn, dps=name not in RETURN_STYLE, import_findings=watch.findings())
+    assert_expected_outcome(name, result.trace, result.side["hardening"])
 
 
 def test_every_control_directory_has_an_expectation():
     assert {p.name for p in CONTROLS.iterdir() if p.is_dir()} == set(EXPECTED) | set(GPU_ONLY) | set(DRIVER_ONLY)
+
+
+def test_out_of_memory_for_the_timing_buffers_is_a_timing_failure(monkeypatch):
+    """The output templates are allocated after the correctness rounds (one allocation per round)."""
+    import evaluation.workload_eval as workload_eval
+
+    calls = []
+
+    def allocate(definition, axes, device):
+        calls.append(device)
+        if len(calls) > CPU_ROUNDS:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 MiB (test)")
+        return allocate_outputs(definition, axes, device)
+
+    monkeypatch.setattr(workload_eval, "allocate_outputs", allocate)
+    evaluation = evaluate_on_cpu(reference_dps).trace["evaluation"]
+    assert evaluation["status"] == "RUNTIME_ERROR"
+    assert evaluation["log"].startswith("Timing failed: CUDA out of memory")
+
+
+def test_lazy_output_check_names_a_none_output():
+    assert guards.first_lazy_output([torch.zeros(1), None]) == 1
+    assert guards.first_lazy_output([torch.zeros(1)]) is None
+
+
+def test_importing_the_driver_leaves_torch_compile_settings_alone():
+    """The baselines' process-wide torch.compile settings must not apply to the solution's own
+    torch.compile: the driver imports `evaluation.baselines` only when baselines run."""
+    code = (
+        "import torch._inductor.config as inductor, torch._dynamo.config as dynamo\n"
+        "before = inductor.compile_threads, dynamo.recompile_limit\n"
+        "import evaluation.driver\n"
+        "after = inductor.compile_threads, dynamo.recompile_limit\n"
+        "assert after == before, f'{before} -> {after}'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 # -- report ------------------------------------------------------------------------------------------
@@ -310,12 +370,22 @@ def test_report_rows_geomean_and_table():
     assert "1/1 passed" in table and "timer: cupti" in table
 
 
+def fp32_rounding(expected: torch.Tensor) -> Tolerance:
+    """Room for fp32 rounding only, every element: 1e-5 of the output's largest value plus 1e-5 of
+    each element (the bound of tests/test_reference.py). Sums and matmuls are not bit-identical
+    across CPUs (their summation order is the CPU's and the BLAS's choice)."""
+    return Tolerance(max_atol=1e-5 * expected.abs().max().item(), max_rtol=1e-5, required_matched_ratio=1.0)
+
+
 def test_offline_fixture_matches_the_reference_on_cpu():
     from reference.fixtures import fixture_paths, load_fixture
+    from reference.tolerance import check_output
 
     fixture = load_fixture(fixture_paths()[0])
-    for expected, value in zip(fixture.expected.values(), reference_run(*fixture.inputs)):
-        assert torch.allclose(expected, value, atol=1e-5, rtol=1e-5)
+    for (name, expected), value in zip(fixture.expected.items(), reference_run(*fixture.inputs)):
+        tolerance = fp32_rounding(expected)
+        assert check_output(value, expected, tolerance).passed, name
+        assert not check_output(value * (1 + 1e-4), expected, tolerance).passed, f"{name}: the bound is too loose"
 
 
 def test_optimized_baseline_math_passes_the_tolerance_on_cpu():
@@ -346,23 +416,19 @@ def run_cli(tmp_path, solution: dict, *extra: str) -> tuple[int, list[dict], lis
 @pytest.mark.parametrize("name", sorted(DRIVER_ONLY))
 def test_driver_global_patch_is_caught_end_to_end(name, tmp_path):
     """Integrity check #1 (§2.2 step 10) runs before any GPU work, so this runs on the CPU too."""
-    status, log, _ = DRIVER_ONLY[name]
-    rc, traces, _ = run_cli(tmp_path, _package(name), "--workloads", "0", "--baselines", "none", "--rounds", "1")
+    rc, traces, sides = run_cli(tmp_path, _package(name), "--workloads", "0", "--baselines", "none", "--rounds", "1")
     assert rc != 0
-    assert traces[0]["evaluation"]["status"] == status and log in traces[0]["evaluation"]["log"]
+    assert_expected_outcome(name, traces[0], [])
 
 
 @needs_gpu
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted({**EXPECTED, **GPU_ONLY, **DRIVER_ONLY}))
 def test_negative_control_on_gpu(name, tmp_path):
-    status, log, finding = {**EXPECTED, **GPU_ONLY, **DRIVER_ONLY}[name]
     rc, traces, sides = run_cli(tmp_path, _package(name, dps=name not in RETURN_STYLE),
                                 "--workloads", "0", "--baselines", "none", "--rounds", "3")
     assert rc != 0
-    assert traces[0]["evaluation"]["status"] == status and log in traces[0]["evaluation"]["log"]
-    if finding:
-        assert any(finding in f for f in sides[0]["hardening"])
+    assert_expected_outcome(name, traces[0], sides[0]["hardening"] if sides else [])
 
 
 @needs_gpu
