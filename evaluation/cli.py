@@ -4,12 +4,13 @@
     python -m evaluation.cli --workloads 0,3 --baselines none
     python -m evaluation.cli --offline --workloads 0     # stored inputs/outputs under .cache/ffn042
 
-Stages the solution (protocol.md §2.1), runs the driver as ONE subprocess for all workloads (§2.2)
+Stages the solution (docs/evaluator.md §2.1), runs the driver as ONE subprocess for all workloads (§2.2)
 with `PYTORCH_ALLOC_CONF=expandable_segments:True` (§4.1), parses its trace lines, and writes to
 `--out`: traces.jsonl, side.jsonl, results.json (rows, geomeans, provenance), table.txt, latency.png.
 A wall-clock limit synthesizes TIMEOUT traces for unfinished workloads; a driver crash synthesizes
 RUNTIME_ERROR ones (the original emits nothing then, §2.4). Exit 0 iff every workload PASSED;
-1 otherwise; 2 when all passed but a hardening check found something.
+1 otherwise, or at once without a CUDA GPU; 2 when all passed but a hardening check found something,
+or (argparse) for a usage error: an unknown option, workload or baseline name.
 """
 
 from __future__ import annotations
@@ -34,17 +35,42 @@ DEFAULT_TIMEOUT_S = 600  # the official CLI's --timeout default (§2.4), baselin
 
 
 def select_workloads(raw: list[dict], spec: str | None) -> list[dict]:
-    """`spec`: comma-separated indices (file order) or uuids; None = all."""
+    """`spec`: comma-separated indices (file order) or uuids; None = all.
+
+    Raises ValueError (one line) for an entry that names no workload, so that a typo is a usage
+    error instead of an empty run that "passes".
+    """
     if not spec:
         return raw
+    uuids = {w["uuid"]: w for w in raw}
     chosen = []
-    for item in spec.split(","):
-        item = item.strip()
-        if item.isdigit():
+    for item in (entry.strip() for entry in spec.split(",")):
+        if item.isdigit() and int(item) < len(raw):
             chosen.append(raw[int(item)])
+        elif item in uuids:
+            chosen.append(uuids[item])
         else:
-            chosen.extend(w for w in raw if w["uuid"] == item)
+            raise ValueError(f"--workloads: {item!r} is neither an index 0-{len(raw) - 1} nor a workload uuid")
     return chosen
+
+
+def select_baselines(spec: str, known: tuple[str, ...]) -> list[str]:
+    """`spec`: comma-separated names of `known` (the baselines registry), `all` or `none`."""
+    if spec == "none":
+        return []
+    if spec == "all":
+        return list(known)
+    names = [name.strip() for name in spec.split(",")]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"--baselines: unknown {', '.join(map(repr, unknown))} (known: {', '.join(known)}, all, none)")
+    return names
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _command_output(command: list[str], cwd: Path | None = None) -> str | None:
@@ -74,7 +100,7 @@ def provenance(traces: list[dict], timer: str) -> dict:
         "git_commit": git_commit(),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "timer": timer,
-        "method": "protocol.md §2.2-2.9 reproduction (evaluation.driver); baselines timed in the same run",
+        "method": "docs/evaluator.md §2.2-2.9 reproduction (evaluation.driver); baselines timed in the same run",
     }
 
 
@@ -96,7 +122,7 @@ def validate(traces: list[dict]) -> list[str]:
 def run_driver(staging: Path, side_path: Path, args, total: int) -> tuple[list[dict], int | None, bool]:
     """Driver subprocess; returns (traces, return code, timed out). Progress goes to stderr."""
     command = [sys.executable, "-P", "-m", "evaluation.driver", str(staging), "--side", str(side_path),
-               "--rounds", str(args.rounds), "--baselines", args.baselines]
+               "--rounds", str(args.rounds), "--baselines", ",".join(args.baselines) or "none"]
     if args.offline:
         command += ["--offline-dir", str(Path(args.cache_dir).resolve())]
     env = {**os.environ, "PYTORCH_ALLOC_CONF": "expandable_segments:True",
@@ -136,14 +162,29 @@ def fill_missing(traces: list[dict], workloads: list[dict], solution_name: str, 
     return traces + missing
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.cli", description=__doc__.splitlines()[0])
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (exit 2), without the usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+NO_GPU = "needs a CUDA GPU (torch.cuda.is_available() is False); on a CPU-only machine run `python -m pytest`"
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict]]:
+    """Arguments, the selected (normalized) workloads and `args.baselines` as a list; every bad
+    value is a usage error (exit 2) before anything runs."""
+    from evaluation.baselines import BASELINE_NAMES, DEFAULT_BASELINES
+
+    parser = OneLineParser(prog="python -m evaluation.cli", description=__doc__.splitlines()[0])
     parser.add_argument("--solution", default="solution.json")
     parser.add_argument("--workloads", default=None, help="indices or uuids, comma-separated")
     parser.add_argument("--rounds", type=positive_int, default=10)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--iterations", type=int, default=50)
-    parser.add_argument("--baselines", default="eager,compile,optimized", help="comma list, or none")
+    parser.add_argument("--baselines", default=",".join(DEFAULT_BASELINES),
+                        help=f"comma list of {', '.join(BASELINE_NAMES)}; all; none (default: %(default)s)")
     parser.add_argument("--offline", action="store_true", help="inputs/outputs from stored safetensors")
     parser.add_argument("--cache-dir", default=str(ROOT / offline.CACHE_DIR))
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="wall-clock limit (s)")
@@ -154,7 +195,19 @@ def main(argv: list[str] | None = None) -> int:
     from evaluation.staging import normalize_workload
 
     raw_workloads = [json.loads(l) for l in WORKLOAD_PATH.read_text().splitlines() if l.strip()]
-    workloads = [normalize_workload(w) for w in select_workloads(raw_workloads, args.workloads)]
+    try:
+        workloads = [normalize_workload(w) for w in select_workloads(raw_workloads, args.workloads)]
+        args.baselines = select_baselines(args.baselines, BASELINE_NAMES)
+    except ValueError as e:
+        parser.error(str(e))
+    return args, workloads
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, workloads = parse_args(argv)
+    if not cuda_available():
+        print(f"python -m evaluation.cli: {NO_GPU}", file=sys.stderr)
+        return 1
     solution = load_solution(Path(args.solution))
     if args.offline:
         for workload in workloads:

@@ -350,6 +350,54 @@ def test_importing_the_driver_leaves_torch_compile_settings_alone():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+# -- the CLI's refusals: at once, one line, before any staging or driver -------------------------------
+
+
+@pytest.fixture
+def cli_without_driver(monkeypatch):
+    from evaluation import cli
+
+    def no_driver(*args, **kwargs):
+        raise AssertionError("the driver must not start")
+
+    monkeypatch.setattr(cli, "stage", no_driver)
+    monkeypatch.setattr(cli, "run_driver", no_driver)
+    return cli
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--workloads", "foo"], "--workloads: 'foo' is neither an index 0-15 nor a workload uuid"),
+    (["--workloads", "99"], "--workloads: '99' is neither an index 0-15 nor a workload uuid"),
+    (["--workloads", "0,foo"], "'foo' is neither"),
+    (["--baselines", "bogus"], "--baselines: unknown 'bogus'"),
+    (["--rounds", "0"], "must be >= 1"),
+])
+def test_cli_usage_errors_are_one_line(cli_without_driver, capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        cli_without_driver.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m evaluation.cli: error: ") and message in err and err.count("\n") == 1, err
+
+
+def test_cli_baselines_come_from_the_registry(cli_without_driver):
+    from evaluation.baselines import BASELINE_NAMES, DEFAULT_BASELINES
+
+    def baselines(*argv: str) -> list[str]:
+        return cli_without_driver.parse_args(list(argv))[0].baselines
+
+    assert baselines() == list(DEFAULT_BASELINES)
+    assert baselines("--baselines", "all") == list(BASELINE_NAMES) and baselines("--baselines", "none") == []
+    assert baselines("--baselines", ",".join(reversed(BASELINE_NAMES))) == list(reversed(BASELINE_NAMES))
+
+
+def test_cli_without_a_gpu_stops_at_once(cli_without_driver, monkeypatch, capsys):
+    monkeypatch.setattr(cli_without_driver, "cuda_available", lambda: False)
+    assert cli_without_driver.main([]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs a CUDA GPU" in err
+
+
 # -- report ------------------------------------------------------------------------------------------
 
 
@@ -414,8 +462,12 @@ def run_cli(tmp_path, solution: dict, *extra: str) -> tuple[int, list[dict], lis
 
 
 @pytest.mark.parametrize("name", sorted(DRIVER_ONLY))
-def test_driver_global_patch_is_caught_end_to_end(name, tmp_path):
-    """Integrity check #1 (§2.2 step 10) runs before any GPU work, so this runs on the CPU too."""
+def test_driver_global_patch_is_caught_end_to_end(name, tmp_path, monkeypatch):
+    """Integrity check #1 (§2.2 step 10) runs before any GPU work, so this runs on the CPU too (past
+    the CLI's GPU requirement)."""
+    from evaluation import cli
+
+    monkeypatch.setattr(cli, "cuda_available", lambda: True)
     rc, traces, sides = run_cli(tmp_path, _package(name), "--workloads", "0", "--baselines", "none", "--rounds", "1")
     assert rc != 0
     assert_expected_outcome(name, traces[0], [])
