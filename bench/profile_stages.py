@@ -21,6 +21,7 @@ import torch
 import triton
 
 import reference
+from bench import traffic_model
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
 from evaluation.timer import time_call
@@ -95,6 +96,8 @@ def measure(tokens: int, plan: configs.LaunchPlan, device) -> dict:
     flops = 4 * 2 * tokens * 512 * 2048
     return {"tokens": tokens, "ms": ms, "official_ms": official.median_ms, "timer": official.timer,
             "tflops": flops / ms / 1e9, "kernels_ms": official.activity_ms,
+            # per stage: bytes and FLOPs of the traffic model, achieved TB/s and TFLOP/s, roofline fractions
+            "roofline": traffic_model.roofline(traffic_model.stage_traffic(tokens, plan), official.activity_ms),
             "plan": dataclasses.asdict(plan)}
 
 

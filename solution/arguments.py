@@ -65,12 +65,6 @@ def _check_tensor(name: str, t: object, expected: tuple, device: torch.device) -
         raise ValueError(f"{name}: must be contiguous (row-major); got strides {t.stride()}")
 
 
-def _is_valid(t: object, expected: tuple, device_index: int) -> bool:
-    """_check_tensor's conditions, without building any message (the common case, every call)."""
-    return (type(t) is torch.Tensor and t.dtype is torch.float32 and t.get_device() == device_index
-            and t.shape == expected and t.is_contiguous())
-
-
 def _check_device(device: torch.device) -> None:
     if device.type == "cuda":
         return
@@ -79,23 +73,29 @@ def _check_device(device: torch.device) -> None:
     raise ValueError(f"tensors on {device}: the kernels need a CUDA device (or TRITON_INTERPRET=1 for CPU tensors)")
 
 
-def _check_no_overlap(addresses: dict[str, int], nbytes: dict[str, int], outputs: dict) -> None:
+def _check_no_overlap(addresses: dict[str, int], nbytes: dict[str, int], outputs: dict) -> bool:
     """No output shares a byte with another output or an input (inputs may share with each other).
+    Returns whether every address is 16-byte aligned (what the compiled kernels specialize on).
 
     Spans sorted by start: a span overlaps an earlier-starting one iff it starts before the furthest
-    end seen so far; checking against the furthest end of any span (when this one is an output) and of
+    end seen so far; comparing with the furthest end of any span (when this one is an output) and of
     the outputs only (when it is an input) finds every overlap that involves an output."""
-    spans = sorted((addresses[n], addresses[n] + nbytes[n], n) for n in addresses if nbytes[n] > 0)
-    furthest, furthest_output = (0, None), (0, None)
+    spans = sorted([(address, address + nbytes[name], name) for name, address in addresses.items() if nbytes[name]])
+    end_any = end_output = 0
+    last_any = last_output = ""
+    bits = 0
     for start, end, name in spans:
-        is_output = name in outputs
-        if is_output and start < furthest[0]:
-            raise ValueError(_overlap_message(name, furthest[1], outputs))
-        if start < furthest_output[0]:
-            raise ValueError(_overlap_message(name, furthest_output[1], outputs))
-        furthest = max(furthest, (end, name), key=lambda f: f[0])
-        if is_output:
-            furthest_output = max(furthest_output, (end, name), key=lambda f: f[0])
+        bits |= start
+        if start < end_output:
+            raise ValueError(_overlap_message(name, last_output, outputs))
+        if name in outputs:
+            if start < end_any:
+                raise ValueError(_overlap_message(name, last_any, outputs))
+            if end > end_output:
+                end_output, last_output = end, name
+        if end > end_any:
+            end_any, last_any = end, name
+    return bits % 16 == 0
 
 
 def _overlap_message(a: str, b: str, outputs: dict) -> str:
@@ -103,8 +103,9 @@ def _overlap_message(a: str, b: str, outputs: dict) -> str:
     return f"{out} overlaps {other} in memory: outputs must not alias inputs or each other"
 
 
-def check_arguments(inputs: dict, eps: object, outputs: dict) -> tuple[Dims, dict[str, int]]:
-    """Validate every argument; return the problem's dimensions and each tensor's address."""
+def check_arguments(inputs: dict, eps: object, outputs: dict) -> tuple[Dims, dict[str, int], bool]:
+    """Validate every argument; return the problem's dimensions, each tensor's address and whether
+    all addresses are 16-byte aligned."""
     grad_output = inputs["grad_output"]
     if not isinstance(grad_output, torch.Tensor) or grad_output.dim() != 3:
         raise ValueError("grad_output: expected a 3-D tensor (batch_size, seq_len, hidden_size)")
@@ -119,17 +120,27 @@ def check_arguments(inputs: dict, eps: object, outputs: dict) -> tuple[Dims, dic
     shapes = _concrete_shapes(b, s, h, i)
     device_index = grad_output.get_device()
     tensors = {**inputs, **outputs}
+    float32, tensor_type = torch.float32, torch.Tensor
+    addresses = {}
     for name, expected in shapes.items():
         t = tensors[name]
-        if not _is_valid(t, expected, device_index):
+        # _check_tensor's conditions without building any message: the common case, every call
+        if not (type(t) is tensor_type and t.dtype is float32 and t.get_device() == device_index
+                and t.shape == expected and t.is_contiguous()):
             _check_tensor(name, t, expected, device)  # raises, naming what is wrong
+        addresses[name] = t.data_ptr()
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps: expected a Python number, got {type(eps).__name__}")
     if not (math.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps: expected a finite number >= 0, got {eps}")
-    addresses = {name: tensors[name].data_ptr() for name in shapes}
-    _check_no_overlap(addresses, _byte_sizes(b, s, h, i), outputs)
-    return Dims(tokens=b * s, hidden=h, intermediate=i, device=device), addresses
+    aligned = _check_no_overlap(addresses, _byte_sizes(b, s, h, i), outputs)
+    return _dims(b * s, h, i, device), addresses, aligned
+
+
+@lru_cache(maxsize=64)
+def _dims(tokens: int, hidden: int, intermediate: int, device: torch.device) -> Dims:
+    """One Dims object per shape, so that the caches keyed by it hash a known object."""
+    return Dims(tokens=tokens, hidden=hidden, intermediate=intermediate, device=device)
 
 
 @lru_cache(maxsize=64)

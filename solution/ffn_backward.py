@@ -70,19 +70,24 @@ def run(
     and the outputs it reaches become inf or NaN, as in mixed-precision training, where the fp32
     reference stays finite (README, Contract of run).
     """
-    args = locals()
-    run_with_plan(None, *(args[name] for name in (*INPUT_NAMES, "eps", *OUTPUT_NAMES)))
+    _run(None, (grad_output, hidden_states, fc1_weight, fc1_output, gelu_output, fc2_weight, residual_output,
+                normalized, var, ln_weight), eps,
+         (grad_hidden_states, grad_fc1_weight, grad_fc1_bias, grad_fc2_weight, grad_fc2_bias, grad_ln_weight,
+          grad_ln_bias))
 
 
-def run_with_plan(plan: LaunchPlan | None, *args) -> None:
-    """`run` with a launch plan of the caller's (None: the device's own plan, configs.launch_plan),
-    for sweeps and tests; the arguments are run's, in its order."""
+def run_with_plan(plan: LaunchPlan, *args) -> None:
+    """`run` with a launch plan of the caller's, for sweeps and tests; the arguments are run's, in
+    its order."""
     if len(args) != len(INPUT_NAMES) + 1 + len(OUTPUT_NAMES):
         raise TypeError(f"run takes {len(INPUT_NAMES) + 1 + len(OUTPUT_NAMES)} arguments, got {len(args)}")
-    inputs = dict(zip(INPUT_NAMES, args))
-    eps = args[len(INPUT_NAMES)]
-    outputs = dict(zip(OUTPUT_NAMES, args[len(INPUT_NAMES) + 1:]))
-    dims, addresses = check_arguments(inputs, eps, outputs)
+    _run(plan, args[:len(INPUT_NAMES)], args[len(INPUT_NAMES)], args[len(INPUT_NAMES) + 1:])
+
+
+def _run(plan: LaunchPlan | None, input_values: tuple, eps, output_values: tuple) -> None:
+    """Check the arguments, then launch the call's kernels (plan None: the device's own plan)."""
+    inputs, outputs = dict(zip(INPUT_NAMES, input_values)), dict(zip(OUTPUT_NAMES, output_values))
+    dims, addresses, aligned = check_arguments(inputs, eps, outputs)
     if dims.tokens == 0:  # sums over no tokens: zero gradients, an empty grad_hidden_states
         for name in OUTPUT_NAMES[1:]:
             outputs[name].zero_()
@@ -91,9 +96,11 @@ def run_with_plan(plan: LaunchPlan | None, *args) -> None:
     call = describe_call(dims, plan)
     if dims.device.type != "cuda":
         _run_interpreted(call, inputs, outputs, eps)
+    elif torch._C._cuda_getDevice() == dims.device.index:
+        _run_graph(call, dims, {**inputs, **outputs}, addresses, aligned, float(eps))
     else:
         with torch.cuda.device(dims.device):  # Triton compiles for and launches on the current device
-            _run_graph(call, dims, plan, {**inputs, **outputs}, addresses, float(eps))
+            _run_graph(call, dims, {**inputs, **outputs}, addresses, aligned, float(eps))
 
 
 def _tma_ready(call: CallDescription, tensors: dict, addresses: dict[str, int]) -> tuple[dict, dict[str, int]]:
@@ -113,7 +120,7 @@ def _run_interpreted(call: CallDescription, inputs: dict, outputs: dict, eps) ->
     launch_in_order(call, {**tensors, **workspace_views(call, flat)}, float(eps))
 
 
-def _run_graph(call: CallDescription, dims: Dims, plan: LaunchPlan, tensors: dict, addresses: dict[str, int],
+def _run_graph(call: CallDescription, dims: Dims, tensors: dict, addresses: dict[str, int], aligned: bool,
                eps: float) -> None:
     """The call's kernels as the cached CUDA graph of its shape, on the current stream."""
     global _graphs
@@ -121,15 +128,12 @@ def _run_graph(call: CallDescription, dims: Dims, plan: LaunchPlan, tensors: dic
 
     if _graphs is None:
         _graphs = graph.GraphCache(GRAPHS_KEPT)
-    tensors, addresses = _tma_ready(call, tensors, addresses)
+    if not aligned:
+        tensors, addresses = _tma_ready(call, tensors, addresses)
     flat = torch.empty(call.workspace_bytes, dtype=torch.uint8, device=dims.device)
-    base = flat.data_ptr()
-    addresses = dict(addresses)
-    addresses.update((w.name, base + offset) for w, offset in zip(call.workspaces, call.offsets))
-    # what selects the compiled kernels besides the shape and plan: the alignment of every pointer
-    alignment = tuple(addresses[name] % TMA_ALIGNMENT == 0 for name in (*INPUT_NAMES, *OUTPUT_NAMES))
-    key = (dims, plan, alignment)
+    # what selects the compiled kernels besides the call's shape and plan: the caller's pointers'
+    # alignment (the workspaces are always aligned)
+    key = (call, True if aligned else tuple(a % TMA_ALIGNMENT == 0 for a in addresses.values()))
     call_graph = _graphs.get(key, lambda: graph.CallGraph(
         call, graph.compile_launches(call, {**tensors, **workspace_views(call, flat)}, eps)))
-    stream = torch.cuda.current_stream(dims.device).cuda_stream
-    call_graph.launch(addresses, {"eps": eps}, base, stream)
+    call_graph.launch(addresses, eps, flat.data_ptr(), torch._C._cuda_getCurrentRawStream(dims.device.index))

@@ -116,8 +116,8 @@ class KernelParams:
         self._keep: list = []  # the ctypes objects the pointers point to
         pointers: list[int] = []
         self.sizes: list[int] = []  # bytes of each parameter (bench/compile_check.py checks them against the PTX)
-        # per call: (buffer name, ctypes slot) for pointers, (buffer name, descriptor) for TMA,
-        # ("eps", slot) for the scalar
+        # what a call writes: (buffer name, ctypes slot) for pointers, (buffer name, descriptor) for
+        # TMA, (scalar name, slot) for eps
         self.pointer_slots: list[tuple[str, ctypes.c_uint64]] = []
         self.descriptors: list[tuple[str, _Descriptor]] = []
         self.scalar_slots: list[tuple[str, ctypes.c_float]] = []
@@ -161,18 +161,6 @@ class KernelParams:
             blockDimX=32 * meta.num_warps, blockDimY=1, blockDimZ=1, sharedMemBytes=meta.shared,
             kernelParams=ctypes.cast(self.array, ctypes.POINTER(ctypes.c_void_p)), extra=None, kern=None, ctx=None)
 
-    def fill(self, addresses: dict[str, int], scalars: dict[str, float], workspace_changed: bool,
-             workspace_names: frozenset[str]) -> None:
-        """Write one call's values. TMA descriptors of the workspaces are re-encoded only when the
-        workspace moved (their base is all they depend on)."""
-        for name, slot in self.pointer_slots:
-            slot.value = addresses[name]
-        for name, descriptor in self.descriptors:
-            if workspace_changed or name not in workspace_names:
-                descriptor.encode(addresses[name])
-        for name, slot in self.scalar_slots:
-            slot.value = scalars[name]
-
 
 def compile_launches(call: CallDescription, tensors: dict[str, torch.Tensor], eps: float) -> list:
     """The compiled kernel of every launch, for these tensors (Triton specializes on pointer
@@ -191,9 +179,17 @@ class CallGraph:
 
     def __init__(self, call: CallDescription, compiled: Sequence):
         cuda = cuda_driver()
-        self.call = call
         self.params = [KernelParams(launch, kernel) for launch, kernel in zip(call.launches, compiled)]
-        self.workspace_names = frozenset(w.name for w in call.workspaces)
+        # every call's values go to: the caller's pointers and TMA descriptors (written every call),
+        # the workspaces' (written when the call's workspace allocation moves: offsets from its base), eps
+        offsets = dict(call.workspace_offsets)
+        pointers = [slot for p in self.params for slot in p.pointer_slots]
+        descriptors = [d for p in self.params for d in p.descriptors]
+        self._caller_pointers = [(name, slot) for name, slot in pointers if name not in offsets]
+        self._caller_descriptors = [(name, d) for name, d in descriptors if name not in offsets]
+        self._workspace_pointers = [(offsets[name], slot) for name, slot in pointers if name in offsets]
+        self._workspace_descriptors = [(offsets[name], d) for name, d in descriptors if name in offsets]
+        self._eps_slots = [slot for p in self.params for name, slot in p.scalar_slots if name == "eps"]
         self._workspace_base: int | None = None
         self._lock = threading.Lock()  # the parameter blocks are shared by every caller of this shape
         context = ctypes.c_void_p()
@@ -202,42 +198,52 @@ class CallGraph:
         self.graph, self.graph_exec = ctypes.c_void_p(), ctypes.c_void_p()
         check(cuda.cuGraphCreate(ctypes.byref(self.graph), 0), "cuGraphCreate")
         try:
-            self.nodes = []
+            nodes = []
             for launch, params in zip(call.launches, self.params):
                 node = ctypes.c_void_p()
-                deps = (ctypes.c_void_p * max(1, len(launch.after)))(*(self.nodes[i] for i in launch.after))
+                deps = (ctypes.c_void_p * max(1, len(launch.after)))(*(nodes[i] for i in launch.after))
                 check(cuda.cuGraphAddKernelNode_v2(ctypes.byref(node), self.graph, deps, len(launch.after),
                                                    ctypes.byref(params.node)), "cuGraphAddKernelNode")
-                self.nodes.append(node.value)
+                nodes.append(node)
             check(cuda.cuGraphInstantiateWithFlags(ctypes.byref(self.graph_exec), self.graph, ctypes.c_ulonglong(0)),
                   "cuGraphInstantiate")
         except BaseException:
             self.destroy()
             raise
+        self._node_updates = [(self.graph_exec, node, ctypes.byref(p.node)) for node, p in zip(nodes, self.params)]
 
-    def launch(self, addresses: dict[str, int], scalars: dict[str, float], workspace_base: int, stream: int) -> None:
-        """Write this call's values, then launch the graph on `stream`, or, while `stream` is being
+    def launch(self, addresses: dict[str, int], eps: float, workspace_base: int, stream: int) -> None:
+        """Write this call's values (`addresses`: the caller's tensors'; `workspace_base`: the call's
+        workspace allocation), then launch the graph on `stream`, or, while `stream` is being
         captured, each kernel one by one (they join the caller's capture)."""
         cuda = cuda_driver()
         with self._lock:
             self._make_context_current()
-            changed = workspace_base != self._workspace_base
-            for params in self.params:
-                params.fill(addresses, scalars, changed, self.workspace_names)
-            self._workspace_base = workspace_base
+            for name, slot in self._caller_pointers:
+                slot.value = addresses[name]
+            for name, descriptor in self._caller_descriptors:
+                descriptor.encode(addresses[name])
+            if workspace_base != self._workspace_base:
+                for offset, slot in self._workspace_pointers:
+                    slot.value = workspace_base + offset
+                for offset, descriptor in self._workspace_descriptors:
+                    descriptor.encode(workspace_base + offset)
+                self._workspace_base = workspace_base
+            for slot in self._eps_slots:
+                slot.value = eps
+            stream = ctypes.c_void_p(stream)
             capturing = ctypes.c_int()
-            check(cuda.cuStreamIsCapturing(ctypes.c_void_p(stream), ctypes.byref(capturing)), "cuStreamIsCapturing")
+            check(cuda.cuStreamIsCapturing(stream, ctypes.byref(capturing)), "cuStreamIsCapturing")
             if capturing.value:
                 for p in self.params:
                     n = p.node
                     check(cuda.cuLaunchKernel(ctypes.c_void_p(n.func), n.gridDimX, n.gridDimY, n.gridDimZ, n.blockDimX,
-                                              n.blockDimY, n.blockDimZ, n.sharedMemBytes, ctypes.c_void_p(stream),
-                                              n.kernelParams, None), "cuLaunchKernel")
+                                              n.blockDimY, n.blockDimZ, n.sharedMemBytes, stream, n.kernelParams,
+                                              None), "cuLaunchKernel")
                 return
-            for node, params in zip(self.nodes, self.params):
-                check(cuda.cuGraphExecKernelNodeSetParams_v2(self.graph_exec, ctypes.c_void_p(node),
-                                                             ctypes.byref(params.node)), "cuGraphExecKernelNodeSetParams")
-            check(cuda.cuGraphLaunch(self.graph_exec, ctypes.c_void_p(stream)), "cuGraphLaunch")
+            for update in self._node_updates:
+                check(cuda.cuGraphExecKernelNodeSetParams_v2(*update), "cuGraphExecKernelNodeSetParams")
+            check(cuda.cuGraphLaunch(self.graph_exec, stream), "cuGraphLaunch")
 
     def _make_context_current(self) -> None:
         """The driver calls act on the thread's current context: a thread that has not used the

@@ -12,7 +12,7 @@ Workspaces (intermediates) are carved out of one allocation per call, each at a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import torch
 import triton
@@ -76,6 +76,10 @@ class CallDescription:
     offsets: tuple[int, ...]  # of each workspace in the call's one allocation, in bytes
     workspace_bytes: int
     tma_buffers: frozenset[str]  # the buffers some launch reads by TMA (base 16-byte aligned)
+
+    @cached_property
+    def workspace_offsets(self) -> tuple[tuple[str, int], ...]:
+        return tuple((w.name, offset) for w, offset in zip(self.workspaces, self.offsets))
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -1,0 +1,138 @@
+"""What a user's program pays per call: host time and back-to-back wall-clock beside the GPU latency.
+
+The benchmark's timer counts GPU time from a call's first kernel to its last; a training step also
+pays the host time of the call. Per workload:
+  - host_us: host time of one call (perf_counter around the call, no synchronize; median of
+    `--calls`, the GPU drained between calls so that a full launch queue never blocks the host);
+  - wall_same_us: wall-clock per call over `--calls` back-to-back calls, one synchronize at the end,
+    the same input and output buffers every call;
+  - wall_fresh_us: the same with a fresh set of addresses every call (the official timer's shifting
+    pool, evaluation.shifting_pool, prepared before the clock starts);
+  - gpu_us: the official-style GPU latency of the same call (evaluation.timer: CUPTI spans, cold L2,
+    shifting addresses, median of 50);
+  - target_wall_us = 1.1 x gpu_us + 10 and target_host_us = 40 (issue 15), with pass/fail.
+
+    python bench/real_use.py --out results/real_use_<commit>.json [--tokens 128 131072]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+import reference
+from bench.gpu import require_gpu
+from evaluation.provenance import provenance
+from evaluation.shifting_pool import ShiftingMemoryPool
+from evaluation.timer import time_call
+from solution.ffn_backward import run
+
+HOST_TARGET_US = 40.0
+
+
+def wall_target_us(gpu_us: float) -> float:
+    return 1.1 * gpu_us + 10.0
+
+
+def _back_to_back_us(argument_sets: list[list]) -> float:
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for args in argument_sets:
+        run(*args)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / len(argument_sets) * 1e6
+
+
+def measure(workload: reference.Workload, calls: int, device: torch.device) -> dict:
+    b, s = workload.axes["batch_size"], workload.axes["seq_len"]
+    inputs = list(reference.make_inputs(b, s, device))
+    shapes = reference.output_shapes(b, s)
+    outputs = [torch.empty(shapes[n], device=device) for n in reference.OUTPUT_NAMES]
+    same = [*inputs, *outputs]
+    for _ in range(3):  # first calls: compilation, graph build
+        run(*same)
+    torch.cuda.synchronize()
+    host = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        run(*same)
+        host.append((time.perf_counter() - start) * 1e6)
+        torch.cuda.synchronize()
+    wall_same = _back_to_back_us([same] * calls)
+    pool = ShiftingMemoryPool(inputs, outputs, calls)
+    fresh = [pool.next() for _ in range(calls)]
+    wall_fresh = _back_to_back_us(fresh)
+    del pool, fresh
+    gpu_us = time_call(run, inputs, outputs, warmup=10, rep=50).median_ms * 1e3
+    host_us = statistics.median(host)
+    target = wall_target_us(gpu_us)
+    return {"uuid": workload.uuid, "label": workload.label, "tokens": workload.tokens,
+            "host_us": host_us, "host_us_max": max(host), "wall_same_us": wall_same, "wall_fresh_us": wall_fresh,
+            "gpu_us": gpu_us, "target_host_us": HOST_TARGET_US, "target_wall_us": target,
+            "meets_targets": host_us <= HOST_TARGET_US and max(wall_same, wall_fresh) <= target}
+
+
+def _profile_host(workload: reference.Workload, calls: int, device: torch.device, path: str) -> None:
+    import cProfile
+    import io
+    import pstats
+
+    b, s = workload.axes["batch_size"], workload.axes["seq_len"]
+    args = [*reference.make_inputs(b, s, device),
+            *(torch.empty(shape, device=device) for shape in reference.output_shapes(b, s).values())]
+    run(*args)
+    torch.cuda.synchronize()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        run(*args)
+    profiler.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(30)
+    with open(path, "w") as f:
+        f.write(f"{workload.label}, {calls} calls\n{text.getvalue()}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, nargs="+", help="only the workloads of these token counts")
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--out", default="out/real_use.json")
+    parser.add_argument("--profile", metavar="FILE", help="also write a cProfile of the host side of --calls calls "
+                                                           "at the smallest workload chosen (text, by own time)")
+    args = parser.parse_args(argv)
+    if args.calls < 1:
+        parser.error("--calls: at least 1")
+    device = require_gpu("real_use")
+    workloads = [w for w in reference.WORKLOADS if not args.tokens or w.tokens in args.tokens]
+    if not workloads:
+        parser.error(f"--tokens {args.tokens}: no official workload has these token counts")
+    torch.manual_seed(0)
+    if args.profile:
+        _profile_host(min(workloads, key=lambda w: w.tokens), args.calls, device, args.profile)
+    rows = []
+    for w in sorted(workloads, key=lambda w: w.tokens):
+        rows.append(measure(w, args.calls, device))
+        r = rows[-1]
+        print(f"{w.label:>12} M={w.tokens:>6}: host {r['host_us']:7.1f} us, back-to-back {r['wall_same_us']:8.1f} "
+              f"(fresh addresses {r['wall_fresh_us']:8.1f}) us, GPU {r['gpu_us']:8.1f} us, target wall "
+              f"{r['target_wall_us']:8.1f}: {'ok' if r['meets_targets'] else 'MISSED'}", flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"provenance": provenance(f"bench/real_use.py: host time of one call (perf_counter, median of "
+                                            f"{args.calls}), back-to-back wall-clock per call over {args.calls} "
+                                            "calls (same buffers; fresh addresses), official-style GPU latency "
+                                            "(evaluation.timer)"),
+                   "rows": rows}, f, indent=1)
+    missed = [r["label"] for r in rows if not r["meets_targets"]]
+    print(f"{len(rows) - len(missed)} passed, {len(missed)} failed" + (f": {', '.join(missed)}" if missed else ""))
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

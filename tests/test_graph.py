@@ -1,0 +1,210 @@
+"""The CUDA-graph launch (solution/graph.py): the cache's bounds and error paths on the CPU with a
+fake driver; on a GPU, correctness when graphs are reused across calls, shapes, streams, threads and
+inside a caller's own graph capture (issue 15)."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import reference
+from reference.fixtures import FIXTURE_TOLERANCE
+from solution import ffn_backward, graph
+from solution.launches import Buffer, Launch
+
+
+# --- CPU: the cache and the error paths ---------------------------------------------------------
+
+def test_graph_cache_keeps_the_most_recently_used():
+    cache = graph.GraphCache(capacity=2)
+    built = []
+
+    def build(name):
+        built.append(name)
+        return SimpleNamespace(name=name)
+
+    assert cache.get("a", lambda: build("a")).name == "a"
+    cache.get("b", lambda: build("b"))
+    cache.get("a", lambda: build("a again"))  # a hit: a becomes the most recent
+    cache.get("c", lambda: build("c"))  # evicts b, the least recently used
+    cache.get("a", lambda: build("a again"))
+    cache.get("b", lambda: build("b again"))
+    assert built == ["a", "b", "c", "b again"]
+    assert len(cache) == 2
+
+
+class FakeDriver:
+    """Answers every driver call with success, creating a handle in each handle out-parameter,
+    except `failing`, which returns CUresult 1."""
+
+    def __init__(self, failing: str):
+        self.failing = failing
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        def call(*args):
+            self.calls.append(name)
+            if name == self.failing:
+                return 1
+            for arg in args:
+                handle = getattr(arg, "_obj", None)  # ctypes.byref(c_void_p())
+                if isinstance(handle, ctypes.c_void_p) and not handle.value:
+                    handle.value = 0x1000 + len(self.calls)
+            return 0
+        return call
+
+
+def _fake_call_graph_inputs():
+    kernel = SimpleNamespace(arg_names=["x", "n"])
+    launch = Launch(kernel, 3, (Buffer("x", torch.float32, (4,)), 4), {}, {}, after=())
+    compiled = SimpleNamespace(
+        name="fake_kernel", function=1234, src=SimpleNamespace(signature={"x": "*fp32", "n": "i32"}),
+        metadata=SimpleNamespace(global_scratch_size=0, profile_scratch_size=0, num_warps=4, shared=0,
+                                 tensordesc_meta=None))
+    return SimpleNamespace(launches=(launch,), workspaces=(), workspace_offsets=()), [compiled]
+
+
+@pytest.mark.parametrize("failing", ["cuGraphAddKernelNode_v2", "cuGraphInstantiateWithFlags"])
+def test_a_failed_graph_build_frees_the_graph_and_keeps_the_error(failing, monkeypatch):
+    driver = FakeDriver(failing)
+    monkeypatch.setattr(graph, "_driver", driver)
+    call, compiled = _fake_call_graph_inputs()
+    with pytest.raises(RuntimeError, match=f"^{failing.removesuffix('_v2').removesuffix('WithFlags')} failed"):
+        graph.CallGraph(call, compiled)
+    assert driver.calls[-1] == "cuGraphDestroy", driver.calls
+
+
+def test_kernel_params_refuse_what_they_cannot_lay_out():
+    call, compiled = _fake_call_graph_inputs()
+    compiled[0].metadata.global_scratch_size = 64
+    with pytest.raises(NotImplementedError, match="scratch memory"):
+        graph.KernelParams(call.launches[0], compiled[0])
+
+
+# --- GPU: reuse -----------------------------------------------------------------------------------
+
+def _draw(batch_size: int, seq_len: int, seed: int) -> tuple:
+    torch.manual_seed(seed)
+    return reference.make_inputs(batch_size, seq_len, torch.device("cuda"))
+
+
+def _outputs(batch_size: int, seq_len: int) -> list[torch.Tensor]:
+    shapes = reference.output_shapes(batch_size, seq_len)
+    return [torch.full(shapes[n], float("nan"), device="cuda") for n in reference.OUTPUT_NAMES]
+
+
+def _assert_matches(inputs: tuple, outputs: list[torch.Tensor]) -> None:
+    for name, out, ref in zip(reference.OUTPUT_NAMES, outputs, reference.run(*inputs)):
+        verdict = reference.check_output(out, ref, FIXTURE_TOLERANCE)
+        assert verdict.passed, f"{name}: {verdict.reason}"
+
+
+def _at_fresh_addresses(inputs: tuple, offset_elements: int) -> tuple:
+    """The same values at other addresses (offset_elements x 4 bytes further into new storage)."""
+    def moved(t):
+        if not torch.is_tensor(t):
+            return t
+        storage = torch.empty(t.numel() + offset_elements, device=t.device)
+        return storage[offset_elements:].view_as(t).copy_(t)
+    return tuple(moved(t) for t in inputs)
+
+
+@pytest.mark.gpu
+def test_two_shapes_alternating():
+    for round_ in range(3):
+        for batch, seq in ((1, 131), (2, 211)):
+            inputs, outputs = _draw(batch, seq, seed=10 * round_ + seq), _outputs(batch, seq)
+            ffn_backward.run(*inputs, *outputs)
+            _assert_matches(inputs, outputs)
+
+
+@pytest.mark.gpu
+def test_same_outputs_reused_with_other_inputs():
+    outputs = _outputs(1, 131)
+    for seed in (1, 2, 3):
+        inputs = _draw(1, 131, seed)
+        ffn_backward.run(*inputs, *outputs)
+        _assert_matches(inputs, outputs)
+
+
+@pytest.mark.gpu
+def test_fresh_addresses_every_call():
+    base = _draw(2, 211, seed=4)
+    for i in range(4):
+        inputs = _at_fresh_addresses(base, offset_elements=64 * (i + 1))  # 256-byte steps, as the benchmark's pool
+        outputs = _outputs(2, 211)
+        ffn_backward.run(*inputs, *outputs)
+        _assert_matches(inputs, outputs)
+
+
+@pytest.mark.gpu
+def test_on_a_side_stream_while_another_stream_works():
+    inputs, outputs = _draw(2, 211, seed=5), _outputs(2, 211)
+    other_inputs, other_outputs = _draw(2, 211, seed=6), _outputs(2, 211)
+    busy = torch.randn(4096, 4096, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        ffn_backward.run(*inputs, *outputs)
+    for _ in range(4):  # other work meanwhile on the default stream, the solution too
+        busy = busy @ busy / 64
+    ffn_backward.run(*other_inputs, *other_outputs)
+    torch.cuda.synchronize()
+    _assert_matches(inputs, outputs)
+    _assert_matches(other_inputs, other_outputs)
+
+
+@pytest.mark.gpu
+def test_two_threads_on_two_streams():
+    draws = {t: [_draw(1, 131, seed=100 * t + i) for i in range(4)] for t in range(2)}
+    results: dict[int, list] = {0: [], 1: []}
+    errors: list[BaseException] = []
+
+    def worker(t: int) -> None:
+        try:
+            stream = torch.cuda.Stream()
+            with torch.cuda.stream(stream):
+                for inputs in draws[t]:
+                    outputs = _outputs(1, 131)
+                    ffn_backward.run(*inputs, *outputs)
+                    results[t].append(outputs)
+            stream.synchronize()
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    for t in range(2):
+        for inputs, outputs in zip(draws[t], results[t]):
+            _assert_matches(inputs, outputs)
+
+
+@pytest.mark.gpu
+def test_inside_the_callers_cuda_graph_capture():
+    static_inputs, static_outputs = _draw(1, 131, seed=7), _outputs(1, 131)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture, as torch.cuda.graph asks
+        ffn_backward.run(*static_inputs, *static_outputs)
+    torch.cuda.current_stream().wait_stream(side)
+    captured = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(captured):
+        ffn_backward.run(*static_inputs, *static_outputs)
+    for seed in (8, 9):
+        fresh = _draw(1, 131, seed)
+        for dst, src in zip(static_inputs, fresh):
+            if torch.is_tensor(dst):
+                dst.copy_(src)
+        for out in static_outputs:
+            out.fill_(float("nan"))
+        captured.replay()
+        torch.cuda.synchronize()
+        _assert_matches(static_inputs, static_outputs)
