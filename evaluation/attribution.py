@@ -1,4 +1,4 @@
-"""Attribute CUPTI activity records to timed iterations (protocol.md §2.9 steps 5-8).
+"""Attribute CUPTI activity records to timed iterations (docs/evaluator.md §2.9 steps 5-8).
 
 Pure Python over plain records, so it is tested on the CPU with synthetic timestamps.
 """

@@ -1,4 +1,4 @@
-"""The official numerical check of one output (protocol.md §2.7) and the tracked Correctness (§2.3 e).
+"""The official numerical check of one output (docs/evaluator.md §2.7) and the tracked Correctness (§2.3 e).
 
 `reference.tolerance.check_output` decides pass/fail and gives the margin (matched fraction, worst
 error / bound). This module adds what the trace reports, which differs from the margin on the two

@@ -28,7 +28,7 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402,F401  (imported before the staging dir can shadow it)
 
-from evaluation import compare, guards, hardening, io_conventions, timer  # noqa: E402
+from evaluation import compare, gemm_reference, guards, hardening, io_conventions, timer  # noqa: E402
 from evaluation.baselines import run_baselines  # noqa: E402
 from evaluation.staging import BenchmarkConfig, positive_int  # noqa: E402
 from evaluation.trace import REWARD_HACK, RUNTIME_ERROR, Log, dumps, make_trace  # noqa: E402
@@ -171,6 +171,8 @@ def evaluate_all(args, staging: Path, side_stream) -> None:
                 result.side["baselines"] = run_baselines(
                     baselines, reference.run, result, workload, config, result.trace["evaluation"]["performance"]
                 )
+            axes = workload["axes"]  # the four GEMMs alone: a reference line beside the baselines
+            result.side["gemm_reference"] = gemm_reference.side_entry(axes["batch_size"] * axes["seq_len"], config)
         side_stream.write(json.dumps(result.side, allow_nan=False) + "\n")
         side_stream.flush()
         del result

@@ -1,4 +1,4 @@
-"""Inputs, outputs and calling conventions of the driver (protocol.md §2.5, §2.6)."""
+"""Inputs, outputs and calling conventions of the driver (docs/evaluator.md §2.5, §2.6)."""
 
 from __future__ import annotations
 

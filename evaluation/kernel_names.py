@@ -1,4 +1,4 @@
-"""Kernel-name keys of the official consistency check (protocol.md §2.9 step 6).
+"""Kernel-name keys of the official consistency check (docs/evaluator.md §2.9 step 6).
 
 Each GPU activity of a timed iteration becomes `<name>_<copy_kind>_<bytes>_<value>_<kind>`; `name`
 is the demangled kernel name (libstdc++ `__cxa_demangle`, then " >" -> ">"), or "MEMCPY" / "MEMSET".

@@ -30,13 +30,19 @@ class Row:
     score_local: float | None
     worst_ratio: dict  # output -> max |err| / bound over the rounds
     findings: list
+    gemm_reference_ms: float | None = None  # the four GEMMs alone (evaluation.gemm_reference), not a baseline
 
     @property
     def t_b_local_ms(self) -> float | None:
         return min(self.baselines_ms.values()) if self.baselines_ms else None
 
+    @property
+    def ratio_to_gemm_reference(self) -> float | None:
+        return self.latency_ms / self.gemm_reference_ms if self.latency_ms and self.gemm_reference_ms else None
+
     def to_json(self) -> dict:
-        return {**asdict(self), "t_b_local_ms": self.t_b_local_ms}
+        return {**asdict(self), "t_b_local_ms": self.t_b_local_ms,
+                "ratio_to_gemm_reference": self.ratio_to_gemm_reference}
 
 
 def geomean(values) -> float | None:
@@ -78,6 +84,7 @@ def build_rows(traces: list[dict], sides: dict[str, dict], device_name: str) -> 
                 score_local=roofline.sol_score(latency, t_sol_local, t_b_local) if latency and t_sol_local and t_b_local else None,
                 worst_ratio={name: m["worst_ratio"] for name, m in side.get("outputs", {}).items()},
                 findings=list(side.get("hardening", [])),
+                gemm_reference_ms=side.get("gemm_reference", {}).get("latency_ms"),
             )
         )
     return rows
@@ -99,6 +106,8 @@ def summary(rows: list[Row]) -> dict:
         "geomean_t_sol_local_ms": geomean(row.t_sol_local_ms for row in rows),
         "geomean_score_b200": geomean(row.score_b200 for row in rows),
         "geomean_score_local": geomean(row.score_local for row in rows),
+        "geomean_gemm_reference_ms": geomean(row.gemm_reference_ms for row in rows),
+        "geomean_ratio_to_gemm_reference": geomean(row.ratio_to_gemm_reference for row in rows),
     }
 
 

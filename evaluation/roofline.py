@@ -1,4 +1,4 @@
-"""Speed-of-light estimate and SOL score (protocol.md §2.10).
+"""Speed-of-light estimate and SOL score (docs/evaluator.md §2.10).
 
 Model for problem 042 (M = batch*seq tokens, H = 512, I = 2048):
   FLOPs = 4 GEMMs x 2*M*H*I, at the GPU's dense fp16 tensor-core rate;

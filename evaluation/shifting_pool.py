@@ -1,4 +1,4 @@
-"""The official ShiftingMemoryPoolAllocator (protocol.md §2.9): fresh pointers, same contents.
+"""The official ShiftingMemoryPoolAllocator (docs/evaluator.md §2.9): fresh pointers, same contents.
 
 Every timed (and warmup) call gets its tensors as `as_strided` views into one pool per tensor, the
 view's start moved by 256 bytes per call. Inputs are copies of the caller's tensors, outputs are zeroed,

@@ -1,4 +1,4 @@
-"""Unpack a solution into a staging directory the way the official packager does (protocol.md §2.1).
+"""Unpack a solution into a staging directory the way the official packager does (docs/evaluator.md §2.1).
 
 Layout, written in this order: `definition.json`, `workload.jsonl`, `solution.json`, `config.json`
 (each re-serialized: unknown keys dropped, defaults explicit), then every source file at its path.

@@ -1,4 +1,4 @@
-"""The official timer (protocol.md §2.9): shifting pool, cold L2, CUPTI spans, median.
+"""The official timer (docs/evaluator.md §2.9): shifting pool, cold L2, CUPTI spans, median.
 
     from evaluation.timer import time_call
     result = time_call(run, inputs, [torch.zeros_like(o) for o in outputs])   # DPS

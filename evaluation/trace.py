@@ -1,4 +1,4 @@
-"""Trace records, one JSON line per workload (protocol.md §1.5), and the status/log texts (§2.12)."""
+"""Trace records, one JSON line per workload (docs/evaluator.md §1.5), and the status/log texts (§2.12)."""
 
 from __future__ import annotations
 

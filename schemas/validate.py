@@ -1,7 +1,7 @@
 """Validate definition, workload, solution and trace objects the way the official loader does.
 
 Each `validate_*` first checks the object against `schemas/<kind>.schema.json` (JSON Schema draft
-2020-12), then the loader rules a schema cannot express. All rules come from protocol.md section 1;
+2020-12), then the loader rules a schema cannot express. All rules come from docs/evaluator.md section 1;
 each check below cites its subsection. A broken rule raises `SchemaError` whose message starts with
 the offending field path, dot-separated (`spec.entry_point: ...`, `sources.2.path: ...`).
 """
@@ -20,7 +20,7 @@ from referencing import Registry, Resource
 
 SCHEMA_KINDS = ("definition", "workload", "solution", "trace")
 
-# protocol.md 1.3: the two language groups may not be mixed; each fixes the entry file's suffix.
+# docs/evaluator.md 1.3: the two language groups may not be mixed; each fixes the entry file's suffix.
 PYTHON_LANGUAGES = frozenset({"pytorch", "triton", "cute_dsl", "cutile", "cudnn_frontend"})
 CPP_LANGUAGES = frozenset({"cutlass", "cudnn", "cublas", "cuda_cpp"})
 CPP_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".cuh")
@@ -62,7 +62,7 @@ def _check_schema(kind: str, obj) -> None:
 
 
 def _top_level_def(tree: ast.Module, name: str) -> ast.FunctionDef | None:
-    """The plain `def name` at module level (protocol.md 1.1 rule 1: `async def` or `name = ...` do
+    """The plain `def name` at module level (docs/evaluator.md 1.1 rule 1: `async def` or `name = ...` do
     not count); the last one if several, as Python binds it."""
     defs = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
     return defs[-1] if defs else None
@@ -76,7 +76,7 @@ def _parse_reference(source: str) -> ast.Module:
 
 
 def _check_run_signature(tree: ast.Module, input_names: list[str]) -> None:
-    """protocol.md 1.1 rules 1-2: positional parameters of `run` (positional-only + regular, not
+    """docs/evaluator.md 1.1 rules 1-2: positional parameters of `run` (positional-only + regular, not
     *args / keyword-only / **kwargs) equal the input names, same order."""
     run = _top_level_def(tree, "run")
     if run is None:
@@ -87,7 +87,7 @@ def _check_run_signature(tree: ast.Module, input_names: list[str]) -> None:
 
 
 def _check_custom_entrypoint(tree: ast.Module, name: str | None) -> None:
-    """protocol.md 1.1 rule 3: an identifier naming a top-level def of the reference."""
+    """docs/evaluator.md 1.1 rule 3: an identifier naming a top-level def of the reference."""
     if name is None:
         return
     if not name.isidentifier():
@@ -97,7 +97,7 @@ def _check_custom_entrypoint(tree: ast.Module, name: str | None) -> None:
 
 
 def _check_names(definition: dict) -> None:
-    """protocol.md 1.1 rules 4-5 (outputs may share an axis name: not checked officially)."""
+    """docs/evaluator.md 1.1 rules 4-5 (outputs may share an axis name: not checked officially)."""
     for name in definition["inputs"]:
         if name in definition["axes"]:
             raise SchemaError(f"inputs.{name}: an input may not have an axis's name")
@@ -106,7 +106,7 @@ def _check_names(definition: dict) -> None:
 
 
 def _check_shapes(definition: dict) -> None:
-    """protocol.md 1.1 rule 6: every shape entry is an all-digit literal or an axis name."""
+    """docs/evaluator.md 1.1 rule 6: every shape entry is an all-digit literal or an axis name."""
     for group in ("inputs", "outputs"):
         for name, spec in definition[group].items():
             for index, entry in enumerate(spec["shape"] or ()):
@@ -117,7 +117,7 @@ def _check_shapes(definition: dict) -> None:
 
 
 def validate_definition(obj) -> None:
-    """A `definition.json` object (protocol.md 1.1, validation rules 1-6)."""
+    """A `definition.json` object (docs/evaluator.md 1.1, validation rules 1-6)."""
     _check_schema("definition", obj)
     tree = _parse_reference(obj["reference"])
     _check_run_signature(tree, list(obj["inputs"]))
@@ -127,14 +127,14 @@ def validate_definition(obj) -> None:
 
 
 def _axis_kind(axis: dict) -> str:
-    """protocol.md 1.0: without `type`, the smart union picks the member whose fields are present."""
+    """docs/evaluator.md 1.0: without `type`, the smart union picks the member whose fields are present."""
     if "type" in axis:
         return axis["type"]
     return "const" if "value" in axis else "expr" if "expression" in axis else "var"
 
 
 def validate_workload(obj, definition: dict | None = None) -> None:
-    """One `workload.jsonl` line (protocol.md 1.2). With the definition, also: custom inputs need its
+    """One `workload.jsonl` line (docs/evaluator.md 1.2). With the definition, also: custom inputs need its
     `custom_inputs_entrypoint`, and every var axis has a value (the official loader finds a missing one
     only when resolving shapes, section 2.3; we reject it up front)."""
     _check_schema("workload", obj)
@@ -163,7 +163,7 @@ def _check_languages(languages: set[str]) -> None:
 
 
 def _check_source_paths(paths: list[str]) -> None:
-    """protocol.md 1.3 SourceFile: relative, no `..` component, no identical path string twice."""
+    """docs/evaluator.md 1.3 SourceFile: relative, no `..` component, no identical path string twice."""
     for index, path in enumerate(paths):
         parts = PurePosixPath(path)
         if parts.is_absolute():
@@ -175,7 +175,7 @@ def _check_source_paths(paths: list[str]) -> None:
 
 
 def _check_entry_file(entry_point: str, paths: list[str], languages: set[str]) -> None:
-    """protocol.md 1.3: the entry file equals one source path exactly and has its group's suffix."""
+    """docs/evaluator.md 1.3: the entry file equals one source path exactly and has its group's suffix."""
     entry_file = entry_point.split("::")[0]
     if entry_file not in paths:
         raise SchemaError(f"spec.entry_point: entry file {entry_file!r} is not one of the source paths {paths}")
@@ -190,7 +190,7 @@ def _check_entry_file(entry_point: str, paths: list[str], languages: set[str]) -
 
 
 def validate_solution(obj) -> None:
-    """A `solution.json` object (protocol.md 1.3)."""
+    """A `solution.json` object (docs/evaluator.md 1.3)."""
     _check_schema("solution", obj)
     spec = obj["spec"]
     languages = set(spec["languages"])
@@ -201,7 +201,7 @@ def validate_solution(obj) -> None:
 
 
 def validate_trace(obj) -> None:
-    """One trace line (protocol.md 1.5), including the status presence rules and its workload's."""
+    """One trace line (docs/evaluator.md 1.5), including the status presence rules and its workload's."""
     _check_schema("trace", obj)
     try:
         validate_workload(obj["workload"])

@@ -1,6 +1,6 @@
 """The JSON schemas and `schemas.validate` against the shipped files and known-bad variants.
 
-Rules: protocol.md section 1 (1.1 definition, 1.2 workload, 1.3 solution, 1.5 trace). Every malformed
+Rules: docs/evaluator.md section 1 (1.1 definition, 1.2 workload, 1.3 solution, 1.5 trace). Every malformed
 variant must fail with a message that starts with the offending field's path.
 """
 
