@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,9 @@ OUTPUT_NAMES: tuple[str, ...] = tuple(DEFINITION["outputs"])
 def _load_reference_source(definition: dict) -> types.ModuleType:
     module = types.ModuleType("ffn042_reference_source")
     module.__file__ = f"{DEFINITION_PATH}:reference"
+    # registered, so that tools which import a function's module by name (torch.compile's Dynamo)
+    # find it
+    sys.modules[module.__name__] = module
     exec(compile(definition["reference"], module.__file__, "exec"), module.__dict__)
     return module
 

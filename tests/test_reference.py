@@ -258,3 +258,13 @@ def test_workloads_keep_the_default_matched_ratio_despite_the_misspelled_key():
         assert tol.required_matched_ratio == 0.99, workload.label
         assert (tol.max_atol, tol.max_rtol) == (spec["max_atol"], spec["max_rtol"]), workload.label
         assert workload.axes == {**line["axes"], "hidden_size": HIDDEN, "intermediate_size": INTERMEDIATE}
+
+
+def test_reference_module_is_importable_by_name():
+    """torch.compile (Dynamo) imports a function's module by its name: the reference's must resolve
+    (the compile baselines failed with ModuleNotFoundError before it was registered)."""
+    import importlib
+
+    from reference import problem
+
+    assert importlib.import_module(problem.run.__module__) is problem._SOURCE
