@@ -1,13 +1,16 @@
-"""Write the README's performance table from an evaluator results file (never typed by hand).
+"""Write the README's performance tables from results files (never typed by hand).
 
-    python bench/readme_table.py                      # RESULTS_FILE -> README.md
+    python bench/readme_table.py                      # RESULTS_FILE and REAL_USE_FILE -> README.md
     python bench/readme_table.py --check              # exit 1 if README.md is out of date
-    python bench/readme_table.py --results FILE       # another results file
+    python bench/readme_table.py --results FILE       # another evaluator results file
+    python bench/readme_table.py --real-use FILE      # another bench/real_use.py results file
 
 The table sits between `<!-- perf:begin -->` and `<!-- perf:end -->` in README.md. It has a column
 per baseline the results file measured (older files lack the newer baselines), S (H200) against the
 fastest correct baseline of each workload, named in the T_b column, and, where the file has them, the
-GEMM reference (evaluation.gemm_reference) and the ratio solution / GEMM reference.
+GEMM reference (evaluation.gemm_reference) and the ratio solution / GEMM reference. The real-use
+table (host time and back-to-back wall-clock per call beside the GPU latency, bench/real_use.py) sits
+between `<!-- real-use:begin -->` and `<!-- real-use:end -->`.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from evaluation.roofline import sol_score
 from reference.problem import ROOT
 
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
-RESULTS_FILE = ROOT / "results" / "eval_e7215dc.json"  # the evaluation the README reports
+REAL_USE_BEGIN, REAL_USE_END = "<!-- real-use:begin -->", "<!-- real-use:end -->"
+RESULTS_FILE = ROOT / "results" / "eval_68979a0.json"  # the evaluation the README reports
+REAL_USE_FILE = ROOT / "results" / "real_use_68979a0.json"  # its real-use measurement
 
 
 class UsageError(Exception):
@@ -136,11 +141,27 @@ def render(results: dict, source: str) -> str:
     return "\n".join(lines)
 
 
-def updated_readme(readme: str, table: str) -> str:
-    if BEGIN not in readme or END not in readme:
-        raise UsageError(f"the README has no {BEGIN} ... {END} markers")
-    start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
-    return readme[:start] + "\n" + table + "\n" + readme[end:]
+def render_real_use(results: dict, source: str) -> str:
+    p = results["provenance"]
+    lines = [
+        f"Measured on {p['gpu']} (torch {p['torch']}, triton {p['triton']}), commit {p['commit']}, {p['date']}. "
+        f"Source: `{source}`. Per call, in µs: host time of one call (no synchronize; median), wall-clock per "
+        "call over back-to-back calls with one synchronize at the end (same buffers every call; a fresh set of "
+        "addresses every call), and the official-style GPU latency of the same call.",
+        "",
+        "| workload | tokens | host | back-to-back | back-to-back, fresh addresses | GPU latency |",
+        "|---|---:|---:|---:|---:|---:|",
+        *[f"| {r['label']} | {r['tokens']} | {r['host_us']:.1f} | {r['wall_same_us']:.1f} | {r['wall_fresh_us']:.1f} "
+          f"| {r['gpu_us']:.1f} |" for r in results["rows"]],
+    ]
+    return "\n".join(lines)
+
+
+def updated_readme(readme: str, table: str, begin: str = BEGIN, end: str = END) -> str:
+    if begin not in readme or end not in readme:
+        raise UsageError(f"the README has no {begin} ... {end} markers")
+    start, stop = readme.index(begin) + len(begin), readme.index(end)
+    return readme[:start] + "\n" + table + "\n" + readme[stop:]
 
 
 def _shown_path(path: Path) -> str:
@@ -156,26 +177,28 @@ def _read(path: Path, what: str) -> str:
         raise UsageError(f"cannot read the {what} {path}: {e.strerror}") from e
 
 
-def table_for(results_path: Path) -> str:
+def table_for(results_path: Path, render=render) -> str:
     try:
         results = json.loads(_read(results_path, "results file"))
         return render(results, _shown_path(results_path))
     except json.JSONDecodeError as e:
         raise UsageError(f"{results_path} is not JSON: {e}") from e
     except (KeyError, TypeError, AttributeError) as e:
-        raise UsageError(f"{results_path} is not an evaluator results file (python -m evaluation.cli): "
+        raise UsageError(f"{results_path} is not a results file of the tool this table reads: "
                          f"{type(e).__name__} {e}") from e
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=RESULTS_FILE)
+    parser.add_argument("--real-use", type=Path, default=REAL_USE_FILE)
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--check", action="store_true", help="only check that the README is up to date")
     args = parser.parse_args(argv)
     try:
         current = _read(args.readme, "README")
         new = updated_readme(current, table_for(args.results))
+        new = updated_readme(new, table_for(args.real_use, render_real_use), REAL_USE_BEGIN, REAL_USE_END)
     except UsageError as e:
         print(f"readme_table: {e}", file=sys.stderr)
         return 2

@@ -207,8 +207,11 @@ class CallGraph:
                 nodes.append(node)
             check(cuda.cuGraphInstantiateWithFlags(ctypes.byref(self.graph_exec), self.graph, ctypes.c_ulonglong(0)),
                   "cuGraphInstantiate")
-        except BaseException:
-            self.destroy()
+        except BaseException as error:  # free what was made; the original error is the one raised
+            try:
+                self.destroy()
+            except Exception as cleanup:
+                error.__notes__ = [*getattr(error, "__notes__", []), f"freeing the graph then failed too: {cleanup}"]
             raise
         self._node_updates = [(self.graph_exec, node, ctypes.byref(p.node)) for node, p in zip(nodes, self.params)]
 

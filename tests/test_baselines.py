@@ -159,7 +159,7 @@ def test_readme_table_shows_the_gemm_reference_and_the_ratio():
 
 
 def test_readme_table_of_the_reported_results_file_keeps_its_scores():
-    """The file the README reports predates the new baselines: S equals what the evaluator stored."""
+    """S of the file the README reports equals what the evaluator stored (T_b: its fastest baseline)."""
     results = json.loads(readme_table.RESULTS_FILE.read_text())
     for row in results["rows"]:
         assert readme_table.score(row) == pytest.approx(row["score_local"])
@@ -169,14 +169,14 @@ def test_readme_table_of_the_reported_results_file_keeps_its_scores():
 @pytest.mark.parametrize("content, message", [
     (None, "cannot read the results file"),
     ("not json", "is not JSON"),
-    ('{"rows": []}', "is not an evaluator results file"),
+    ('{"rows": []}', "is not a results file of the tool this table reads"),
 ])
 def test_readme_table_refuses_a_bad_results_file_in_one_line(tmp_path, capsys, content, message):
     results = tmp_path / "results.json"
     if content is not None:
         results.write_text(content)
     readme = tmp_path / "README.md"
-    readme.write_text(f"{readme_table.BEGIN}\n{readme_table.END}\n")
+    readme.write_text(f"{readme_table.BEGIN}\n{readme_table.END}\n{readme_table.REAL_USE_BEGIN}\n{readme_table.REAL_USE_END}\n")
     assert readme_table.main(["--results", str(results), "--readme", str(readme)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
@@ -185,7 +185,8 @@ def test_readme_table_refuses_a_bad_results_file_in_one_line(tmp_path, capsys, c
 def test_readme_table_writes_a_results_file_outside_the_repository(tmp_path):
     results, readme = tmp_path / "results.json", tmp_path / "README.md"
     results.write_text(json.dumps(_results(NEW_ROWS)))
-    readme.write_text(f"intro\n{readme_table.BEGIN}\nSTALE TABLE\n{readme_table.END}\n")
+    readme.write_text(f"intro\n{readme_table.BEGIN}\nSTALE TABLE\n{readme_table.END}\n"
+                      f"{readme_table.REAL_USE_BEGIN}\n{readme_table.REAL_USE_END}\n")
     assert readme_table.main(["--results", str(results), "--readme", str(readme)]) == 0
     assert f"Source: `{results}`" in readme.read_text() and "STALE TABLE" not in readme.read_text()
     assert readme_table.main(["--results", str(results), "--readme", str(readme), "--check"]) == 0

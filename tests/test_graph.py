@@ -39,16 +39,16 @@ def test_graph_cache_keeps_the_most_recently_used():
 
 class FakeDriver:
     """Answers every driver call with success, creating a handle in each handle out-parameter,
-    except `failing`, which returns CUresult 1."""
+    except those named in `failing`, which return CUresult 1."""
 
-    def __init__(self, failing: str):
+    def __init__(self, *failing: str):
         self.failing = failing
         self.calls: list[str] = []
 
     def __getattr__(self, name):
         def call(*args):
             self.calls.append(name)
-            if name == self.failing:
+            if name in self.failing:
                 return 1
             for arg in args:
                 handle = getattr(arg, "_obj", None)  # ctypes.byref(c_void_p())
@@ -76,6 +76,15 @@ def test_a_failed_graph_build_frees_the_graph_and_keeps_the_error(failing, monke
     with pytest.raises(RuntimeError, match=f"^{failing.removesuffix('_v2').removesuffix('WithFlags')} failed"):
         graph.CallGraph(call, compiled)
     assert driver.calls[-1] == "cuGraphDestroy", driver.calls
+
+
+def test_a_failed_cleanup_does_not_hide_the_error(monkeypatch):
+    """The build's own error is raised, the failure to free the graph noted on it."""
+    monkeypatch.setattr(graph, "_driver", FakeDriver("cuGraphInstantiateWithFlags", "cuGraphDestroy"))
+    call, compiled = _fake_call_graph_inputs()
+    with pytest.raises(RuntimeError, match="^cuGraphInstantiate failed") as raised:
+        graph.CallGraph(call, compiled)
+    assert any("cuGraphDestroy failed" in note for note in raised.value.__notes__)
 
 
 def test_kernel_params_refuse_what_they_cannot_lay_out():
