@@ -28,6 +28,7 @@ import torch
 
 from .arguments import Dims, check_arguments
 from .configs import LaunchPlan, launch_plan
+from .graph import CallGraph, GraphCache, compile_launches
 from .launches import CallDescription, describe_call, launch_in_order, workspace_views
 
 INPUT_NAMES = (
@@ -39,8 +40,8 @@ OUTPUT_NAMES = (
     "grad_ln_weight", "grad_ln_bias",
 )
 TMA_ALIGNMENT = 16  # bytes: a TMA descriptor's base address must be a multiple
-GRAPHS_KEPT = 8  # CUDA graphs kept per process (a few shapes on a few devices; graph.GraphCache)
-_graphs = None  # graph.GraphCache, made on the first GPU call
+GRAPHS_KEPT = 8  # CUDA graphs kept per process (a few shapes on a few devices)
+_graphs = GraphCache(GRAPHS_KEPT)  # nothing in it touches a GPU before the first GPU call
 
 
 def run(
@@ -123,17 +124,12 @@ def _run_interpreted(call: CallDescription, inputs: dict, outputs: dict, eps) ->
 def _run_graph(call: CallDescription, dims: Dims, tensors: dict, addresses: dict[str, int], aligned: bool,
                eps: float) -> None:
     """The call's kernels as the cached CUDA graph of its shape, on the current stream."""
-    global _graphs
-    from . import graph  # the driver API: only on a GPU
-
-    if _graphs is None:
-        _graphs = graph.GraphCache(GRAPHS_KEPT)
     if not aligned:
         tensors, addresses = _tma_ready(call, tensors, addresses)
     flat = torch.empty(call.workspace_bytes, dtype=torch.uint8, device=dims.device)
     # what selects the compiled kernels besides the call's shape and plan: the caller's pointers'
     # alignment (the workspaces are always aligned)
     key = (call, True if aligned else tuple(a % TMA_ALIGNMENT == 0 for a in addresses.values()))
-    call_graph = _graphs.get(key, lambda: graph.CallGraph(
-        call, graph.compile_launches(call, {**tensors, **workspace_views(call, flat)}, eps)))
+    call_graph = _graphs.get(key, lambda: CallGraph(
+        call, compile_launches(call, {**tensors, **workspace_views(call, flat)}, eps)))
     call_graph.launch(addresses, eps, flat.data_ptr(), torch._C._cuda_getCurrentRawStream(dims.device.index))
