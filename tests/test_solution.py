@@ -158,6 +158,8 @@ def test_plans_are_read_only():
         configs.PLANS["sm_90"] = configs.PLANS["cpu"]
 
 
+# the reference's LayerNorm statistics of no rows warn; the solution does not run them
+@pytest.mark.filterwarnings(r"ignore:var\(\).\sdegrees of freedom is <= 0:UserWarning")
 @pytest.mark.parametrize("batch_size, seq_len", [(1, 0), (0, 5)], ids=["no-sequence", "no-batch"])
 def test_zero_tokens(batch_size, seq_len, device, nan_outputs):
     """No tokens: what the reference gives, zero weight and bias gradients and an empty
@@ -171,6 +173,9 @@ def test_zero_tokens(batch_size, seq_len, device, nan_outputs):
         assert torch.equal(outputs[name].cpu(), expected[name].cpu()), name
 
 
+# under the interpreter, numpy reports the overflow this test provokes
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning",
+                            "ignore:invalid value encountered in matmul:RuntimeWarning")
 def test_overflow_past_fp16_range_gives_inf(device, nan_outputs):
     """Beyond the supported range (README, Contract of run): grad_output large enough that
     grad_residual passes fp16's 65504 makes the FC1 gradients overflow, inf or NaN as in
