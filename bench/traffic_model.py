@@ -30,6 +30,7 @@ from pathlib import Path
 
 from solution import configs
 from solution.configs import GemmConfig, LaunchPlan, for_tokens
+from solution.launches import layernorm_row_programs, stage2_rounds_gelu
 
 H, I = 512, 2048  # hidden, intermediate
 SMS = 132  # H200 multiprocessors
@@ -76,14 +77,8 @@ def gemm_flops(m: int, n: int, k: int) -> int:
 
 
 def layernorm_programs(tokens: int, plan: LaunchPlan) -> int:
-    """Stage 1's row programs (as solution/launches.py sizes them on an H200); each writes a
-    3 x H row of partial sums."""
-    return max(1, min(math.ceil(tokens / plan.layernorm_block_m), plan.layernorm_waves * SMS))
-
-
-def stage2_rounds_gelu(tokens: int, plan: LaunchPlan) -> bool:
-    """Whether stage 2's epilogue rounds gelu_output to fp16 (else stage 1 does), as solution/launches.py decides."""
-    return tokens >= plan.round_gelu_in_stage2_from and for_tokens(plan.gelu_gemm, tokens).programs_per_sm > 0
+    """Stage 1's row programs on an H200; each writes a 3 x H row of partial sums."""
+    return layernorm_row_programs(tokens, plan, SMS)
 
 
 def stage2_kernel(tokens: int, plan: LaunchPlan) -> str:

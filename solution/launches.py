@@ -38,7 +38,7 @@ class Buffer:
 
     @property
     def nbytes(self) -> int:
-        return _numel(self.shape) * _itemsize(self.dtype)
+        return _numel(self.shape) * self.dtype.itemsize
 
 
 @dataclass(frozen=True)
@@ -89,10 +89,6 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def _itemsize(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 def _gemm_meta(g: GemmConfig) -> dict:
     return dict(BLOCK_M=g.block_m, BLOCK_N=g.block_n, BLOCK_K=g.block_k)
 
@@ -102,6 +98,16 @@ def _gemm_options(g: GemmConfig) -> dict:
 
 
 @lru_cache(maxsize=32)
+def layernorm_row_programs(tokens: int, plan: LaunchPlan, sms: int) -> int:
+    """Stage 1's row programs: one per BLOCK_M rows, at most `layernorm_waves` per SM (each loops)."""
+    return max(1, min(triton.cdiv(tokens, plan.layernorm_block_m), plan.layernorm_waves * sms))
+
+
+def stage2_rounds_gelu(tokens: int, plan: LaunchPlan) -> bool:
+    """Whether stage 2's (persistent) epilogue rounds gelu_output to fp16; else stage 1 does."""
+    return tokens >= plan.round_gelu_in_stage2_from and for_tokens(plan.gelu_gemm, tokens).programs_per_sm > 0
+
+
 def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     """The launches of one call (stages 1-4, in an order that respects `after`) and its workspaces
     (kept for the last few shapes: it depends on nothing else)."""
@@ -109,9 +115,9 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     f32, f16 = torch.float32, torch.float16
     g2, g3, g4 = for_tokens(plan.gelu_gemm, M), for_tokens(plan.input_gemm, M), plan.weight_gemm
     sms = multiprocessor_count(device)
-    row_programs = max(1, min(triton.cdiv(M, plan.layernorm_block_m), plan.layernorm_waves * sms))
+    row_programs = layernorm_row_programs(M, plan, sms)
     bias_partial_rows = triton.cdiv(M, g2.block_m)
-    round_gelu = M >= plan.round_gelu_in_stage2_from and g2.programs_per_sm > 0
+    round_gelu = stage2_rounds_gelu(M, plan)
 
     # the caller's tensors, as the kernels index them
     def caller(name: str, *shape: int) -> Buffer:
