@@ -1,16 +1,23 @@
-"""A call's kernels as one CUDA graph, built once per shape and relaunched with each call's addresses.
+"""A call's kernels as one CUDA graph, recorded each call from cached parameter blocks and written
+into an executable graph kept per shape.
 
 Why a graph: the benchmark's timer counts the GPU's idle time between a call's first and last
 kernel, and under its CUPTI tracing each separate launch costs ~20 us of host time, so kernels
 shorter than that would leave the GPU waiting. A graph's kernels follow each other back to back.
 
-Why built once: recording and instantiating a graph costs ~0.5 ms of host time, twenty times the
-GPU time of a 128-token call. So a `CallGraph` is built per device, shape, plan and pointer
-alignment (what decides which compiled kernels run), and every call only writes its own addresses
-(and eps) into the kernels' parameter blocks, updates the graph's kernel nodes with them
-(cuGraphExecKernelNodeSetParams) and launches the graph. Nothing computed from the data is kept: the
-parameter blocks hold addresses, TMA descriptors of those addresses, shapes and eps, rewritten every
-call. `GraphCache` keeps the few most recent shapes per process.
+What is kept per device, shape, plan and pointer alignment (a `CallGraph`): the compiled kernels,
+their parameter blocks, two private streams and a few events to record on, and the executable
+graph. What each call does: write its addresses (and eps) into the parameter blocks, record the
+launches by stream capture (a CUgraph, host work only), copy that graph into the kept executable
+graph (cuGraphExecUpdate, far cheaper than instantiating one) and launch it. Nothing computed from
+the data is kept: the parameter blocks hold addresses, TMA descriptors of those addresses, shapes
+and eps, rewritten every call. `GraphCache` keeps the few most recent shapes per process.
+
+Why not record the graph once and only update its kernel nodes' parameters
+(cuGraphExecKernelNodeSetParams): measured on an H200 under the benchmark's timer, every kernel of
+such a graph ran ~0.5-1 us longer than in a graph freshly recorded by capture and instantiated or
+exec-updated, and so did a graph built with cuGraphAddKernelNode, reused or not, and a captured
+graph relaunched unchanged (results/launch_mechanism_fc19175.json).
 
 The parameter block of a Triton kernel is laid out here the way Triton 3.6's own launcher lays it
 out (triton/backends/nvidia/driver.py, `make_launcher`): one entry per parameter that is not a
@@ -18,8 +25,8 @@ compile-time constant, in order (a pointer: 8 bytes; a TMA descriptor: the 128-b
 followed by its shape as int32 and strides as int64; int32/int64/fp32 scalars), then the global and
 profile scratch pointers. A kernel that needs scratch memory or a non-TMA descriptor is refused.
 
-When the caller's stream is being captured (the caller records its own CUDA graph), the kernels are
-launched one by one instead, and so become part of the caller's graph.
+When the caller's stream is itself being captured (the caller records its own CUDA graph), the
+launches are recorded onto that stream instead, and so become part of the caller's graph.
 
 The driver API is reached through ctypes (libcuda.so.1); every call's status is checked.
 """
@@ -36,30 +43,28 @@ from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
 
 from .launches import Buffer, CallDescription, Launch, Scalar, Tiles, resolve
 
-_GRAPH_NODE_TYPE_KERNEL = 0  # CUgraphNodeType
+_STREAM_NON_BLOCKING = 1  # CUstream_flags: no implicit wait for the legacy default stream
+_EVENT_DISABLE_TIMING = 2  # CUevent_flags
+_CAPTURE_MODE_THREAD_LOCAL = 1  # CUstreamCaptureMode: other threads' CUDA calls stay legal meanwhile
 _L2_PROMOTION_128B = 2  # CUtensorMapL2promotion, as Triton's launcher
 _TENSOR_MAP_BYTES, _TENSOR_MAP_ALIGNMENT = 128, 64
 _driver: ctypes.CDLL | None = None
 
 
-class _KernelNodeParams(ctypes.Structure):
-    """CUDA_KERNEL_NODE_PARAMS_v2."""
+class _ExecUpdateResultInfo(ctypes.Structure):
+    """CUgraphExecUpdateResultInfo."""
 
-    _fields_ = [("func", ctypes.c_void_p),
-                ("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
-                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
-                ("sharedMemBytes", ctypes.c_uint),
-                ("kernelParams", ctypes.POINTER(ctypes.c_void_p)), ("extra", ctypes.c_void_p),
-                ("kern", ctypes.c_void_p), ("ctx", ctypes.c_void_p)]
+    _fields_ = [("result", ctypes.c_int), ("errorNode", ctypes.c_void_p), ("errorFromNode", ctypes.c_void_p)]
 
 
 def cuda_driver() -> ctypes.CDLL:
     global _driver
     if _driver is None:
         _driver = ctypes.CDLL("libcuda.so.1")
-        for name in ("cuGraphCreate", "cuGraphAddKernelNode_v2", "cuGraphInstantiateWithFlags",
-                     "cuGraphExecKernelNodeSetParams_v2", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
-                     "cuTensorMapEncodeTiled", "cuLaunchKernel", "cuStreamIsCapturing", "cuCtxGetCurrent",
+        for name in ("cuStreamCreate", "cuStreamDestroy_v2", "cuEventCreate", "cuEventDestroy_v2", "cuEventRecord",
+                     "cuStreamWaitEvent", "cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
+                     "cuGraphInstantiateWithFlags", "cuGraphExecUpdate_v2", "cuGraphLaunch", "cuGraphExecDestroy",
+                     "cuGraphDestroy", "cuTensorMapEncodeTiled", "cuLaunchKernel", "cuCtxGetCurrent",
                      "cuCtxSetCurrent"):
             getattr(_driver, name).restype = ctypes.c_int
     return _driver
@@ -155,11 +160,10 @@ class KernelParams:
                 raise NotImplementedError(f"{compiled.name}.{name}: parameter type {kind}")
         for _ in range(2):  # global and profile scratch: none
             value(ctypes.c_uint64, 0)
-        self.array = (ctypes.c_void_p * len(pointers))(*pointers)
-        self.node = _KernelNodeParams(
-            func=compiled.function, gridDimX=launch.grid, gridDimY=1, gridDimZ=1,
-            blockDimX=32 * meta.num_warps, blockDimY=1, blockDimZ=1, sharedMemBytes=meta.shared,
-            kernelParams=ctypes.cast(self.array, ctypes.POINTER(ctypes.c_void_p)), extra=None, kern=None, ctx=None)
+        self.array = (ctypes.c_void_p * len(pointers))(*pointers)  # cuLaunchKernel's kernelParams
+        # the rest of the launch, as Triton's launcher makes it: a 1-D grid, one CTA per program
+        self.function, self.grid, self.threads, self.shared_bytes = (
+            compiled.function, launch.grid, 32 * meta.num_warps, meta.shared)
 
 
 def compile_launches(call: CallDescription, tensors: dict[str, torch.Tensor], eps: float) -> list:
@@ -174,8 +178,46 @@ def compile_launches(call: CallDescription, tensors: dict[str, torch.Tensor], ep
     return compiled
 
 
+def recording_steps(launches: Sequence[Launch]) -> tuple[int, list[tuple]]:
+    """How to record `launches` by stream capture so that the graph's edges are their `after`
+    lists: (the number of streams, the steps). A launch continues the stream whose last launch it
+    depends on; others get a stream of their own that first waits for its dependencies' events
+    (or, with none, for the start). Every stream ends joined into stream 0, as a capture requires. Steps: ("launch", stream, launch index), ("record", stream, event index),
+    ("wait", stream, event index); event i follows launch i, event len(launches) marks the start."""
+    start = len(launches)
+    tails: list[int] = []  # the last launch on each stream
+    placed: list[tuple] = []  # (stream, launch index, events waited for before it)
+    for j, launch in enumerate(launches):
+        continued = [s for s, tail in enumerate(tails) if tail in launch.after]
+        if not tails:  # the first launch: stream 0, which the capture begins on
+            stream, waits = 0, ()
+            tails.append(j)
+        elif continued:
+            stream = continued[0]
+            waits = tuple(i for i in launch.after if i != tails[stream])
+        else:
+            stream, waits = len(tails), tuple(launch.after) or (start,)
+            tails.append(j)
+        tails[stream] = j
+        placed.append((stream, j, waits))
+    recorded = {i for _, _, waits in placed for i in waits if i != start}
+    recorded |= set(tails[1:])  # joined into stream 0 at the end
+    steps: list[tuple] = []
+    if any(start in waits for _, _, waits in placed):
+        steps.append(("record", 0, start))
+    for stream, j, waits in placed:
+        steps += [("wait", stream, i) for i in waits]
+        steps.append(("launch", stream, j))
+        if j in recorded:
+            steps.append(("record", stream, j))
+    waited_on_0 = {i for stream, _, waits in placed if stream == 0 for i in waits}
+    steps += [("wait", 0, tails[s]) for s in range(1, len(tails)) if tails[s] not in waited_on_0]
+    return len(tails), steps
+
+
 class CallGraph:
-    """One shape's launches as an instantiated CUDA graph, relaunched with each call's values."""
+    """One shape's launches: parameter blocks, the streams and events to record them on, and the
+    executable graph each call's recording is copied into before it is launched."""
 
     def __init__(self, call: CallDescription, compiled: Sequence):
         cuda = cuda_driver()
@@ -191,62 +233,108 @@ class CallGraph:
         self._workspace_descriptors = [(offsets[name], d) for name, d in descriptors if name in offsets]
         self._eps_slots = [slot for p in self.params for name, slot in p.scalar_slots if name == "eps"]
         self._workspace_base: int | None = None
-        self._lock = threading.Lock()  # the parameter blocks are shared by every caller of this shape
+        self._lock = threading.Lock()  # the parameter blocks, streams and graph serve every caller of this shape
         context = ctypes.c_void_p()
         check(cuda.cuCtxGetCurrent(ctypes.byref(context)), "cuCtxGetCurrent")
         self.context = context.value
-        self.graph, self.graph_exec = ctypes.c_void_p(), ctypes.c_void_p()
-        check(cuda.cuGraphCreate(ctypes.byref(self.graph), 0), "cuGraphCreate")
+        stream_count, steps = recording_steps(call.launches)
+        self.graph_exec = ctypes.c_void_p()
+        self.streams = [ctypes.c_void_p() for _ in range(stream_count)]
+        self.events = [ctypes.c_void_p() for _ in range(len(call.launches) + 1)]
         try:
-            nodes = []
-            for launch, params in zip(call.launches, self.params):
-                node = ctypes.c_void_p()
-                deps = (ctypes.c_void_p * max(1, len(launch.after)))(*(nodes[i] for i in launch.after))
-                check(cuda.cuGraphAddKernelNode_v2(ctypes.byref(node), self.graph, deps, len(launch.after),
-                                                   ctypes.byref(params.node)), "cuGraphAddKernelNode")
-                nodes.append(node)
-            check(cuda.cuGraphInstantiateWithFlags(ctypes.byref(self.graph_exec), self.graph, ctypes.c_ulonglong(0)),
-                  "cuGraphInstantiate")
+            for stream in self.streams:
+                check(cuda.cuStreamCreate(ctypes.byref(stream), _STREAM_NON_BLOCKING), "cuStreamCreate")
+            for event in self.events:
+                check(cuda.cuEventCreate(ctypes.byref(event), _EVENT_DISABLE_TIMING), "cuEventCreate")
         except BaseException as error:  # free what was made; the original error is the one raised
-            try:
-                self.destroy()
-            except Exception as cleanup:
-                error.__notes__ = [*getattr(error, "__notes__", []), f"freeing the graph then failed too: {cleanup}"]
+            self._destroy_noting(error)
             raise
-        self._node_updates = [(self.graph_exec, node, ctypes.byref(p.node)) for node, p in zip(nodes, self.params)]
+        # stream 0 of the recording: the private one, or the caller's while it is being captured
+        self._origin = ctypes.c_void_p()
+        lanes = [self._origin, *self.streams[1:]]
+        self._steps = [self._bind(step, lanes) for step in steps]
+
+    def _bind(self, step: tuple, lanes: list[ctypes.c_void_p]) -> tuple[Callable, tuple, str]:
+        """A recording step as (driver function, its arguments, its name), bound once."""
+        cuda = cuda_driver()
+        kind, lane, index = step
+        if kind == "record":
+            return cuda.cuEventRecord, (self.events[index], lanes[lane]), "cuEventRecord"
+        if kind == "wait":
+            return cuda.cuStreamWaitEvent, (lanes[lane], self.events[index], ctypes.c_uint(0)), "cuStreamWaitEvent"
+        p, one = self.params[index], ctypes.c_uint(1)
+        return cuda.cuLaunchKernel, (
+            ctypes.c_void_p(p.function), ctypes.c_uint(p.grid), one, one, ctypes.c_uint(p.threads), one, one,
+            ctypes.c_uint(p.shared_bytes), lanes[lane], p.array, None), "cuLaunchKernel"
 
     def launch(self, addresses: dict[str, int], eps: float, workspace_base: int, stream: int) -> None:
         """Write this call's values (`addresses`: the caller's tensors'; `workspace_base`: the call's
-        workspace allocation), then launch the graph on `stream`, or, while `stream` is being
-        captured, each kernel one by one (they join the caller's capture)."""
+        workspace allocation), record the launches and launch them as a graph on `stream`, or, while
+        `stream` is being captured, record them onto it (they join the caller's capture)."""
         cuda = cuda_driver()
         with self._lock:
             self._make_context_current()
-            for name, slot in self._caller_pointers:
-                slot.value = addresses[name]
-            for name, descriptor in self._caller_descriptors:
-                descriptor.encode(addresses[name])
-            if workspace_base != self._workspace_base:
-                for offset, slot in self._workspace_pointers:
-                    slot.value = workspace_base + offset
-                for offset, descriptor in self._workspace_descriptors:
-                    descriptor.encode(workspace_base + offset)
-                self._workspace_base = workspace_base
-            for slot in self._eps_slots:
-                slot.value = eps
+            self._write_values(addresses, eps, workspace_base)
             stream = ctypes.c_void_p(stream)
             capturing = ctypes.c_int()
             check(cuda.cuStreamIsCapturing(stream, ctypes.byref(capturing)), "cuStreamIsCapturing")
             if capturing.value:
-                for p in self.params:
-                    n = p.node
-                    check(cuda.cuLaunchKernel(ctypes.c_void_p(n.func), n.gridDimX, n.gridDimY, n.gridDimZ, n.blockDimX,
-                                              n.blockDimY, n.blockDimZ, n.sharedMemBytes, stream, n.kernelParams,
-                                              None), "cuLaunchKernel")
+                self._record(stream)
                 return
-            for update in self._node_updates:
-                check(cuda.cuGraphExecKernelNodeSetParams_v2(*update), "cuGraphExecKernelNodeSetParams")
+            graph = self._capture()
+            try:
+                self._write_into_exec(graph)
+            finally:
+                check(cuda.cuGraphDestroy(graph), "cuGraphDestroy")
             check(cuda.cuGraphLaunch(self.graph_exec, stream), "cuGraphLaunch")
+
+    def _write_values(self, addresses: dict[str, int], eps: float, workspace_base: int) -> None:
+        for name, slot in self._caller_pointers:
+            slot.value = addresses[name]
+        for name, descriptor in self._caller_descriptors:
+            descriptor.encode(addresses[name])
+        if workspace_base != self._workspace_base:
+            for offset, slot in self._workspace_pointers:
+                slot.value = workspace_base + offset
+            for offset, descriptor in self._workspace_descriptors:
+                descriptor.encode(workspace_base + offset)
+            self._workspace_base = workspace_base
+        for slot in self._eps_slots:
+            slot.value = eps
+
+    def _record(self, origin: ctypes.c_void_p) -> None:
+        """The launches, onto `origin` and the private streams (the driver copies each parameter
+        block as it records the launch)."""
+        self._origin.value = origin.value
+        for function, arguments, name in self._steps:
+            check(function(*arguments), name)
+
+    def _capture(self) -> ctypes.c_void_p:
+        """This call's launches as a CUgraph, by capture on the private stream 0."""
+        cuda = cuda_driver()
+        graph = ctypes.c_void_p()
+        check(cuda.cuStreamBeginCapture_v2(self.streams[0], _CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture")
+        try:
+            self._record(self.streams[0])
+        except BaseException:  # leave capture mode; the recording's error is the one raised
+            if cuda.cuStreamEndCapture(self.streams[0], ctypes.byref(graph)) == 0 and graph.value:
+                cuda.cuGraphDestroy(graph)
+            raise
+        check(cuda.cuStreamEndCapture(self.streams[0], ctypes.byref(graph)), "cuStreamEndCapture")
+        return graph
+
+    def _write_into_exec(self, graph: ctypes.c_void_p) -> None:
+        """The kept executable graph, updated to `graph` (instantiated from it the first time, or
+        where the driver refuses the update)."""
+        cuda = cuda_driver()
+        if self.graph_exec.value:
+            info = _ExecUpdateResultInfo()
+            if cuda.cuGraphExecUpdate_v2(self.graph_exec, graph, ctypes.byref(info)) == 0:
+                return
+            check(cuda.cuGraphExecDestroy(self.graph_exec), "cuGraphExecDestroy")
+            self.graph_exec = ctypes.c_void_p()
+        check(cuda.cuGraphInstantiateWithFlags(ctypes.byref(self.graph_exec), graph, ctypes.c_ulonglong(0)),
+              "cuGraphInstantiate")
 
     def _make_context_current(self) -> None:
         """The driver calls act on the thread's current context: a thread that has not used the
@@ -257,17 +345,29 @@ class CallGraph:
             check(cuda_driver().cuCtxSetCurrent(ctypes.c_void_p(self.context)), "cuCtxSetCurrent")
 
     def destroy(self) -> None:
-        """Free the graph (the driver defers it until launches already made complete)."""
+        """Free the executable graph, streams and events (the driver defers it until launches
+        already made complete)."""
         cuda = cuda_driver()
         errors = []
         if self.graph_exec.value:
-            errors.append(cuda.cuGraphExecDestroy(self.graph_exec))
+            errors.append(("cuGraphExecDestroy", cuda.cuGraphExecDestroy(self.graph_exec)))
             self.graph_exec = ctypes.c_void_p()
-        if self.graph.value:
-            errors.append(cuda.cuGraphDestroy(self.graph))
-            self.graph = ctypes.c_void_p()
-        for result in errors:
-            check(result, "cuGraphDestroy")
+        for stream in self.streams:
+            if stream.value:
+                errors.append(("cuStreamDestroy", cuda.cuStreamDestroy_v2(stream)))
+                stream.value = None
+        for event in self.events:
+            if event.value:
+                errors.append(("cuEventDestroy", cuda.cuEventDestroy_v2(event)))
+                event.value = None
+        for name, result in errors:
+            check(result, name)
+
+    def _destroy_noting(self, error: BaseException) -> None:
+        try:
+            self.destroy()
+        except Exception as cleanup:
+            error.__notes__ = [*getattr(error, "__notes__", []), f"freeing the graph then failed too: {cleanup}"]
 
     def __del__(self) -> None:  # evicted from the cache and no longer in use by any caller
         try:

@@ -1,5 +1,5 @@
 """The CUDA-graph launch (solution/graph.py): the cache's bounds and error paths on the CPU with a
-fake driver; on a GPU, correctness when graphs are reused across calls, shapes, streams, threads and
+fake driver, and how launches are recorded; on a GPU, correctness when graphs are reused across calls, shapes, streams, threads and
 inside a caller's own graph capture (issue 15)."""
 
 from __future__ import annotations
@@ -68,23 +68,104 @@ def _fake_call_graph_inputs():
     return SimpleNamespace(launches=(launch,), workspaces=(), workspace_offsets=()), [compiled]
 
 
-@pytest.mark.parametrize("failing", ["cuGraphAddKernelNode_v2", "cuGraphInstantiateWithFlags"])
-def test_a_failed_graph_build_frees_the_graph_and_keeps_the_error(failing, monkeypatch):
-    driver = FakeDriver(failing)
+def test_a_failed_build_frees_what_it_made_and_keeps_the_error(monkeypatch):
+    driver = FakeDriver("cuEventCreate")
     monkeypatch.setattr(graph, "_driver", driver)
     call, compiled = _fake_call_graph_inputs()
-    with pytest.raises(RuntimeError, match=f"^{failing.removesuffix('_v2').removesuffix('WithFlags')} failed"):
+    with pytest.raises(RuntimeError, match="^cuEventCreate failed"):
         graph.CallGraph(call, compiled)
-    assert driver.calls[-1] == "cuGraphDestroy", driver.calls
+    assert driver.calls[-1] == "cuStreamDestroy_v2", driver.calls
 
 
 def test_a_failed_cleanup_does_not_hide_the_error(monkeypatch):
-    """The build's own error is raised, the failure to free the graph noted on it."""
-    monkeypatch.setattr(graph, "_driver", FakeDriver("cuGraphInstantiateWithFlags", "cuGraphDestroy"))
+    """The build's own error is raised, the failure to free the streams noted on it."""
+    monkeypatch.setattr(graph, "_driver", FakeDriver("cuEventCreate", "cuStreamDestroy_v2"))
     call, compiled = _fake_call_graph_inputs()
-    with pytest.raises(RuntimeError, match="^cuGraphInstantiate failed") as raised:
+    with pytest.raises(RuntimeError, match="^cuEventCreate failed") as raised:
         graph.CallGraph(call, compiled)
-    assert any("cuGraphDestroy failed" in note for note in raised.value.__notes__)
+    assert any("cuStreamDestroy failed" in note for note in raised.value.__notes__)
+
+
+def _launch_once(driver: FakeDriver, monkeypatch) -> graph.CallGraph:
+    monkeypatch.setattr(graph, "_driver", driver)
+    call, compiled = _fake_call_graph_inputs()
+    call_graph = graph.CallGraph(call, compiled)
+    driver.calls.clear()
+    call_graph.launch({"x": 0x2000}, 1e-5, 0x3000, stream=0x4000)
+    return call_graph
+
+
+def test_each_call_is_recorded_then_written_into_the_kept_graph(monkeypatch):
+    driver = FakeDriver()
+    call_graph = _launch_once(driver, monkeypatch)
+    recorded = ["cuStreamBeginCapture_v2", "cuLaunchKernel", "cuStreamEndCapture"]
+    assert [c for c in driver.calls if c.startswith(("cuStream", "cuLaunch", "cuGraph"))] == [
+        "cuStreamIsCapturing", *recorded, "cuGraphInstantiateWithFlags", "cuGraphDestroy", "cuGraphLaunch"]
+    driver.calls.clear()
+    call_graph.launch({"x": 0x2100}, 1e-5, 0x3000, stream=0x4000)  # the second call updates, not instantiates
+    assert [c for c in driver.calls if c.startswith(("cuStream", "cuLaunch", "cuGraph"))] == [
+        "cuStreamIsCapturing", *recorded, "cuGraphExecUpdate_v2", "cuGraphDestroy", "cuGraphLaunch"]
+    assert call_graph.params[0].pointer_slots[0][1].value == 0x2100
+
+
+def test_a_refused_update_instantiates_anew(monkeypatch):
+    driver = FakeDriver()
+    call_graph = _launch_once(driver, monkeypatch)
+    driver.failing = ("cuGraphExecUpdate_v2",)
+    driver.calls.clear()
+    call_graph.launch({"x": 0x2000}, 1e-5, 0x3000, stream=0x4000)
+    tail = driver.calls[driver.calls.index("cuGraphExecUpdate_v2"):]
+    assert tail == ["cuGraphExecUpdate_v2", "cuGraphExecDestroy", "cuGraphInstantiateWithFlags", "cuGraphDestroy",
+                    "cuGraphLaunch"]
+
+
+@pytest.mark.parametrize("failing", ["cuLaunchKernel", "cuGraphInstantiateWithFlags"])
+def test_a_failed_recording_ends_the_capture_and_frees_the_graph(failing, monkeypatch):
+    driver = FakeDriver(failing)
+    with pytest.raises(RuntimeError, match=f"^{failing.removesuffix('WithFlags')} failed"):
+        _launch_once(driver, monkeypatch)
+    assert "cuStreamEndCapture" in driver.calls  # the private stream is not left capturing
+    after_failure = driver.calls[driver.calls.index(failing) + 1:]
+    assert "cuGraphDestroy" in after_failure and "cuGraphLaunch" not in after_failure, driver.calls
+
+
+class CapturingDriver(FakeDriver):
+    """The caller's stream is being captured."""
+
+    def cuStreamIsCapturing(self, stream, capturing):
+        self.calls.append("cuStreamIsCapturing")
+        capturing._obj.value = 1
+        return 0
+
+
+def test_inside_a_callers_capture_the_launches_join_it(monkeypatch):
+    driver = CapturingDriver()
+    call_graph = _launch_once(driver, monkeypatch)
+    assert driver.calls[-2:] == ["cuStreamIsCapturing", "cuLaunchKernel"], driver.calls
+    assert call_graph._origin.value == 0x4000  # recorded onto the caller's stream
+
+
+def _after(*afters: tuple[int, ...]) -> list:
+    return [SimpleNamespace(after=a) for a in afters]
+
+
+def test_recording_steps_of_a_chain_use_one_stream():
+    assert graph.recording_steps(_after((), (0,), (1,), (2,))) == (
+        1, [("launch", 0, 0), ("launch", 0, 1), ("launch", 0, 2), ("launch", 0, 3)])
+
+
+def test_recording_steps_fork_and_join():
+    """Stages 3 and 4 both after stage 2: stage 4 on a second stream, joined back at the end."""
+    assert graph.recording_steps(_after((), (0,), (1,), (1,))) == (2, [
+        ("launch", 0, 0), ("launch", 0, 1), ("record", 0, 1), ("launch", 0, 2),
+        ("wait", 1, 1), ("launch", 1, 3), ("record", 1, 3), ("wait", 0, 3)])
+
+
+def test_recording_steps_of_independent_starts_wait_for_the_start_event():
+    count, steps = graph.recording_steps(_after((), (), (0, 1)))
+    assert count == 2
+    assert steps == [("record", 0, 3), ("launch", 0, 0), ("wait", 1, 3), ("launch", 1, 1), ("record", 1, 1),
+                     ("wait", 0, 1), ("launch", 0, 2)]
 
 
 def test_kernel_params_refuse_what_they_cannot_lay_out():
