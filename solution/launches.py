@@ -97,7 +97,6 @@ def _gemm_options(g: GemmConfig) -> dict:
     return dict(num_warps=g.num_warps, num_stages=g.num_stages)
 
 
-@lru_cache(maxsize=32)
 def layernorm_row_programs(tokens: int, plan: LaunchPlan, sms: int) -> int:
     """Stage 1's row programs: one per BLOCK_M rows, at most `layernorm_waves` per SM (each loops)."""
     return max(1, min(triton.cdiv(tokens, plan.layernorm_block_m), plan.layernorm_waves * sms))
@@ -108,6 +107,7 @@ def stage2_rounds_gelu(tokens: int, plan: LaunchPlan) -> bool:
     return tokens >= plan.round_gelu_in_stage2_from and for_tokens(plan.gelu_gemm, tokens).programs_per_sm > 0
 
 
+@lru_cache(maxsize=32)
 def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     """The launches of one call (stages 1-4, in an order that respects `after`) and its workspaces
     (kept for the last few shapes: it depends on nothing else)."""

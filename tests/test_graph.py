@@ -14,7 +14,9 @@ import torch
 import reference
 from reference.fixtures import FIXTURE_TOLERANCE
 from solution import ffn_backward, graph
-from solution.launches import Buffer, Launch
+from solution.arguments import Dims
+from solution.configs import launch_plan
+from solution.launches import Buffer, Launch, describe_call
 
 
 # --- CPU: the cache and the error paths ---------------------------------------------------------
@@ -168,6 +170,15 @@ def test_recording_steps_of_independent_starts_wait_for_the_start_event():
                      ("wait", 0, 1), ("launch", 0, 2)]
 
 
+def test_a_shape_has_one_call_description():
+    """The graph cache's key holds the CallDescription, which compares by identity: describe_call
+    must return the same object for the same shape, or every call builds its graph anew (a lost
+    lru_cache did that at fc19175)."""
+    def dims():
+        return Dims(tokens=16, hidden=512, intermediate=2048, device=torch.device("cpu"))
+    assert describe_call(dims(), launch_plan(dims().device)) is describe_call(dims(), launch_plan(dims().device))
+
+
 def test_kernel_params_refuse_what_they_cannot_lay_out():
     call, compiled = _fake_call_graph_inputs()
     compiled[0].metadata.global_scratch_size = 64
@@ -201,6 +212,16 @@ def _at_fresh_addresses(inputs: tuple, offset_elements: int) -> tuple:
         storage = torch.empty(t.numel() + offset_elements, device=t.device)
         return storage[offset_elements:].view_as(t).copy_(t)
     return tuple(moved(t) for t in inputs)
+
+
+@pytest.mark.gpu
+def test_a_shape_builds_its_graph_once():
+    inputs = _draw(1, 131, seed=11)
+    ffn_backward.run(*inputs, *_outputs(1, 131))
+    before = dict(ffn_backward._graphs._graphs)
+    ffn_backward.run(*_at_fresh_addresses(inputs, offset_elements=64), *_outputs(1, 131))
+    after = dict(ffn_backward._graphs._graphs)
+    assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
 
 
 @pytest.mark.gpu
