@@ -6,18 +6,20 @@ kernel, and under its CUPTI tracing each separate launch costs ~20 us of host ti
 shorter than that would leave the GPU waiting. A graph's kernels follow each other back to back.
 
 What is kept per device, shape, plan and pointer alignment (a `CallGraph`): the compiled kernels,
-their parameter blocks, two private streams and a few events to record on, and the executable
+their parameter blocks, one or two private streams and a few events to record on, and the executable
 graph. What each call does: write its addresses (and eps) into the parameter blocks, record the
 launches by stream capture (a CUgraph, host work only), copy that graph into the kept executable
 graph (cuGraphExecUpdate, far cheaper than instantiating one) and launch it. Nothing computed from
 the data is kept: the parameter blocks hold addresses, TMA descriptors of those addresses, shapes
 and eps, rewritten every call. `GraphCache` keeps the few most recent shapes per process.
 
-Why not record the graph once and only update its kernel nodes' parameters
-(cuGraphExecKernelNodeSetParams): measured on an H200 under the benchmark's timer, every kernel of
-such a graph ran ~0.5-1 us longer than in a graph freshly recorded by capture and instantiated or
-exec-updated, and so did a graph built with cuGraphAddKernelNode, reused or not, and a captured
-graph relaunched unchanged (results/launch_mechanism_fc19175.json).
+Why not build the graph once and only update its kernel nodes' parameters
+(cuGraphExecKernelNodeSetParams), as v16 did: measured on an H200 under the benchmark's timer, every
+kernel of a graph whose nodes were made by cuGraphAddKernelNode or updated by SetParams ran ~0.5-1 us
+longer than in a graph recorded by stream capture, whether that one was instantiated anew, updated
+by cuGraphExecUpdate or relaunched unchanged (results/launch_mechanism_fc19175.json,
+results/graph_update_2e42506.json). A new executable graph each call is as fast on the GPU and costs
+30-65 us more host time than the update.
 
 The parameter block of a Triton kernel is laid out here the way Triton 3.6's own launcher lays it
 out (triton/backends/nvidia/driver.py, `make_launcher`): one entry per parameter that is not a
