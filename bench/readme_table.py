@@ -143,16 +143,19 @@ def render(results: dict, source: str) -> str:
 
 def render_real_use(results: dict, source: str) -> str:
     p = results["provenance"]
+    busy = all("host_busy_us" in r for r in results["rows"])  # files from 2026-12-03 15:30 on
     lines = [
         f"Measured on {p['gpu']} (torch {p['torch']}, triton {p['triton']}), commit {p['commit']}, {p['date']}. "
-        f"Source: `{source}`. Per call, in µs: host time of one call (no synchronize; median), wall-clock per "
+        f"Source: `{source}`. Per call, in µs: host time of one call (no synchronize; median) with the GPU drained "
+        "before each call" + (" and during back-to-back calls" if busy else "") + ", wall-clock per "
         "call over back-to-back calls with one synchronize at the end (same buffers every call; a fresh set of "
         "addresses every call), and the official-style GPU latency of the same call.",
         "",
-        "| workload | tokens | host | back-to-back | back-to-back, fresh addresses | GPU latency |",
-        "|---|---:|---:|---:|---:|---:|",
-        *[f"| {r['label']} | {r['tokens']} | {r['host_us']:.1f} | {r['wall_same_us']:.1f} | {r['wall_fresh_us']:.1f} "
-          f"| {r['gpu_us']:.1f} |" for r in results["rows"]],
+        "| workload | tokens | host | " + ("host, back-to-back | " if busy else "")
+        + "back-to-back | back-to-back, fresh addresses | GPU latency |",
+        "|---|---:|---:|" + ("---:|" if busy else "") + "---:|---:|---:|",
+        *[f"| {r['label']} | {r['tokens']} | {r['host_us']:.1f} | " + (f"{r['host_busy_us']:.1f} | " if busy else "")
+          + f"{r['wall_same_us']:.1f} | {r['wall_fresh_us']:.1f} | {r['gpu_us']:.1f} |" for r in results["rows"]],
     ]
     return "\n".join(lines)
 

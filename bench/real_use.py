@@ -4,6 +4,9 @@ The benchmark's timer counts GPU time from a call's first kernel to its last; a 
 pays the host time of the call. Per workload:
   - host_us: host time of one call (perf_counter around the call, no synchronize; median of
     `--calls`, the GPU drained between calls so that a full launch queue never blocks the host);
+  - host_busy_us: the same, for the calls of the back-to-back run below (same buffers), where the
+    host does not wait for the GPU between calls (after a long synchronize every step of a call,
+    pure Python included, measures slower: results/host_steps_2e42506.json);
   - wall_same_us: wall-clock per call over `--calls` back-to-back calls, one synchronize at the end,
     the same input and output buffers every call;
   - wall_fresh_us: the same with a fresh set of addresses every call (the official timer's shifting
@@ -39,13 +42,17 @@ def wall_target_us(gpu_us: float) -> float:
     return 1.1 * gpu_us + 10.0
 
 
-def _back_to_back_us(argument_sets: list[list]) -> float:
+def _back_to_back_us(argument_sets: list[list]) -> tuple[float, float]:
+    """(wall-clock per call over the back-to-back calls, the median host time of one of them)."""
     torch.cuda.synchronize()
+    host = []
     start = time.perf_counter()
     for args in argument_sets:
+        call_start = time.perf_counter()
         run(*args)
+        host.append(time.perf_counter() - call_start)
     torch.cuda.synchronize()
-    return (time.perf_counter() - start) / len(argument_sets) * 1e6
+    return (time.perf_counter() - start) / len(argument_sets) * 1e6, statistics.median(host) * 1e6
 
 
 def _workload_arguments(workload: reference.Workload, device: torch.device) -> tuple[list, list]:
@@ -68,13 +75,13 @@ def measure_host(workload: reference.Workload, calls: int, device: torch.device)
         run(*same)
         host.append((time.perf_counter() - start) * 1e6)
         torch.cuda.synchronize()
-    wall_same = _back_to_back_us([same] * calls)
+    wall_same, host_busy = _back_to_back_us([same] * calls)
     pool = ShiftingMemoryPool(inputs, outputs, calls)
     fresh = [pool.next() for _ in range(calls)]
-    wall_fresh = _back_to_back_us(fresh)
+    wall_fresh, _ = _back_to_back_us(fresh)
     return {"uuid": workload.uuid, "label": workload.label, "tokens": workload.tokens,
-            "host_us": statistics.median(host), "host_us_max": max(host), "wall_same_us": wall_same,
-            "wall_fresh_us": wall_fresh}
+            "host_us": statistics.median(host), "host_us_max": max(host), "host_busy_us": host_busy,
+            "wall_same_us": wall_same, "wall_fresh_us": wall_fresh}
 
 
 def add_gpu_latency(row: dict, workload: reference.Workload, device: torch.device) -> dict:
