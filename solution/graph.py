@@ -99,19 +99,12 @@ class _Descriptor:
             ctypes.c_int(0), ctypes.c_int(meta["swizzle"]), ctypes.c_int(_L2_PROMOTION_128B), ctypes.c_int(0))
         self.shape = (rows, cols)
         self.strides = (cols, 1)
-        self._base: int | None = None  # the address encoded now
 
     def encode(self, base: int) -> None:
-        """The descriptor of the same view at `base` (skipped where it already is: a descriptor
-        depends only on its address, shape and box)."""
-        if base == self._base:
-            return
-        self._base = None  # unknown until the encode succeeds
         dtype, rank, dims, strides, box, element_strides, interleave, swizzle, l2, fill = self._encode_args
         check(cuda_driver().cuTensorMapEncodeTiled(ctypes.c_void_p(self.address), dtype, rank, ctypes.c_void_p(base),
                                                    dims, strides, box, element_strides, interleave, swizzle, l2, fill),
               "cuTensorMapEncodeTiled")
-        self._base = base
 
 
 class KernelParams:

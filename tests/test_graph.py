@@ -16,7 +16,7 @@ from reference.fixtures import FIXTURE_TOLERANCE
 from solution import ffn_backward, graph
 from solution.arguments import Dims
 from solution.configs import launch_plan
-from solution.launches import Buffer, Launch, Tiles, describe_call
+from solution.launches import Buffer, Launch, describe_call
 
 
 # --- CPU: the cache and the error paths ---------------------------------------------------------
@@ -177,22 +177,6 @@ def test_a_shape_has_one_call_description():
     def dims():
         return Dims(tokens=16, hidden=512, intermediate=2048, device=torch.device("cpu"))
     assert describe_call(dims(), launch_plan(dims().device)) is describe_call(dims(), launch_plan(dims().device))
-
-
-def test_a_descriptor_is_encoded_again_only_at_another_address(monkeypatch):
-    driver = FakeDriver()
-    monkeypatch.setattr(graph, "_driver", driver)
-    tiles = Tiles(Buffer("x", torch.float16, (128, 64)), (64, 64))
-    descriptor = graph._Descriptor(tiles, {"block_size": [64, 64], "elem_type": 6, "elem_size": 2, "swizzle": 3})
-    for base in (0x1000, 0x1000, 0x2000, 0x2000, 0x1000):
-        descriptor.encode(base)
-    assert driver.calls.count("cuTensorMapEncodeTiled") == 3
-    driver.failing = ("cuTensorMapEncodeTiled",)
-    with pytest.raises(RuntimeError):
-        descriptor.encode(0x3000)
-    driver.failing = ()
-    descriptor.encode(0x3000)  # a failed encode is not taken for a done one
-    assert driver.calls.count("cuTensorMapEncodeTiled") == 5
 
 
 def test_kernel_params_refuse_what_they_cannot_lay_out():
