@@ -143,11 +143,11 @@ def render(results: dict, source: str) -> str:
 
 def render_real_use(results: dict, source: str) -> str:
     p = results["provenance"]
-    busy = all("host_busy_us" in r for r in results["rows"])  # files from 2026-12-03 15:30 on
+    busy = all("host_busy_us" in r for r in results["rows"])  # written by real_use.py from aabb90b on
     lines = [
         f"Measured on {p['gpu']} (torch {p['torch']}, triton {p['triton']}), commit {p['commit']}, {p['date']}. "
-        f"Source: `{source}`. Per call, in µs: host time of one call (no synchronize; median) with the GPU drained "
-        "before each call" + (" and during back-to-back calls" if busy else "") + ", wall-clock per "
+        f"Source: `{source}`. Per call, in µs: host time of one call (no synchronize; median), after the GPU "
+        "drained" + (", and during back-to-back calls" if busy else "") + "; wall-clock per "
         "call over back-to-back calls with one synchronize at the end (same buffers every call; a fresh set of "
         "addresses every call), and the official-style GPU latency of the same call.",
         "",

@@ -133,9 +133,9 @@ def main(argv=None) -> int:
     if args.profile:
         _profile_host(min(workloads, key=lambda w: w.tokens), args.calls, device, args.profile)
     workloads = sorted(workloads, key=lambda w: w.tokens)
-    # every host measurement before the first CUPTI timing: once CUPTI has traced in a process, each
-    # driver call there costs several times more host time, even after CUPTI is finalized (seen on
-    # the H200: ~40 us a call before, 60-110 us after)
+    # every host measurement before the first CUPTI timing, so that tracing cannot touch them (whether
+    # it did is not settled: with this order too the first workload reads 20-25 us lower than the
+    # next, results/real_use_2e42506.json)
     host_rows = [measure_host(w, args.calls, device) for w in workloads]
     rows = []
     for w, host_row in zip(workloads, host_rows):

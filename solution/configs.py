@@ -60,6 +60,10 @@ class LaunchPlan:
             object.__setattr__(self, "_hash", value)
             return value
 
+    def __getstate__(self) -> dict:
+        """Pickled without the cached hash, which another process may compute differently."""
+        return {name: value for name, value in self.__dict__.items() if name != "_hash"}
+
 
 # H200 measurements behind each choice, cited beside it.
 _HOPPER = LaunchPlan(

@@ -17,9 +17,9 @@ Backward, in four stages (M = tokens, H = 512, I = 2048):
 Inputs are never written; `residual_output` is not needed (the LayerNorm backward uses `normalized`).
 
 One kernel per stage, each with its own tile shape by token count (configs.py; the launches:
-launches.py). On a GPU the four run as one CUDA graph, built once per shape and relaunched with each
-call's addresses (graph.py); stage 4 does not need stage 3, so at few tokens the two run
-concurrently. Under the Triton interpreter (CPU tensors) they run one by one.
+launches.py). On a GPU the four run as one CUDA graph, recorded each call with its addresses and
+written into the executable graph kept per shape (graph.py); stage 4 does not need stage 3, so at
+few tokens the two run concurrently. Under the Triton interpreter (CPU tensors) they run one by one.
 """
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ and eps, rewritten every call. `GraphCache` keeps the few most recent shapes per
 
 Why not build the graph once and only update its kernel nodes' parameters
 (cuGraphExecKernelNodeSetParams), as v16 did: measured on an H200 under the benchmark's timer, every
-kernel of a graph whose nodes were made by cuGraphAddKernelNode or updated by SetParams ran ~0.5-1 us
-longer than in a graph recorded by stream capture, whether that one was instantiated anew, updated
+kernel after the first in a graph whose nodes were made by cuGraphAddKernelNode or updated by
+SetParams ran ~0.4-1 us longer than in a graph recorded by stream capture, whether that one was instantiated anew, updated
 by cuGraphExecUpdate or relaunched unchanged (results/launch_mechanism_fc19175.json,
 results/graph_update_2e42506.json). A new executable graph each call is as fast on the GPU and costs
-30-65 us more host time than the update.
+30-66 us more host time than the update.
 
 The parameter block of a Triton kernel is laid out here the way Triton 3.6's own launcher lays it
 out (triton/backends/nvidia/driver.py, `make_launcher`): one entry per parameter that is not a
@@ -28,7 +28,8 @@ followed by its shape as int32 and strides as int64; int32/int64/fp32 scalars), 
 profile scratch pointers. A kernel that needs scratch memory or a non-TMA descriptor is refused.
 
 When the caller's stream is itself being captured (the caller records its own CUDA graph), the
-launches are recorded onto that stream instead, and so become part of the caller's graph.
+launches are recorded onto that stream instead, one after the other, and so become part of the
+caller's graph.
 
 The driver API is reached through ctypes (libcuda.so.1); every call's status is checked.
 """
@@ -48,6 +49,7 @@ from .launches import Buffer, CallDescription, Launch, Scalar, Tiles, resolve
 _STREAM_NON_BLOCKING = 1  # CUstream_flags: no implicit wait for the legacy default stream
 _EVENT_DISABLE_TIMING = 2  # CUevent_flags
 _CAPTURE_MODE_THREAD_LOCAL = 1  # CUstreamCaptureMode: other threads' CUDA calls stay legal meanwhile
+_GRAPH_EXEC_UPDATE_FAILURE = 910  # CUresult: the update was refused (the graphs differ in topology)
 _L2_PROMOTION_128B = 2  # CUtensorMapL2promotion, as Triton's launcher
 _TENSOR_MAP_BYTES, _TENSOR_MAP_ALIGNMENT = 128, 64
 _driver: ctypes.CDLL | None = None
@@ -217,6 +219,11 @@ def recording_steps(launches: Sequence[Launch]) -> tuple[int, list[tuple]]:
     return len(tails), steps
 
 
+def _run_steps(steps: Sequence[tuple[Callable, tuple, str]]) -> None:
+    for function, arguments, name in steps:
+        check(function(*arguments), name)
+
+
 class CallGraph:
     """One shape's launches: parameter blocks, the streams and events to record them on, and the
     executable graph each call's recording is copied into before it is launched."""
@@ -251,10 +258,12 @@ class CallGraph:
         except BaseException as error:  # free what was made; the original error is the one raised
             self._destroy_noting(error)
             raise
-        # stream 0 of the recording: the private one, or the caller's while it is being captured
-        self._origin = ctypes.c_void_p()
-        lanes = [self._origin, *self.streams[1:]]
-        self._steps = [self._bind(step, lanes) for step in steps]
+        self._steps = [self._bind(step, self.streams) for step in steps]
+        # While the caller's stream is being captured: the launches one after the other onto it (in
+        # an order that respects `after`). Forking onto a private stream would draw that stream into
+        # the caller's capture until the caller ends it, and so break other calls of this shape.
+        self._caller_stream = ctypes.c_void_p()
+        self._serial_steps = [self._bind(("launch", 0, j), [self._caller_stream]) for j in range(len(self.params))]
 
     def _bind(self, step: tuple, lanes: list[ctypes.c_void_p]) -> tuple[Callable, tuple, str]:
         """A recording step as (driver function, its arguments, its name), bound once."""
@@ -272,7 +281,8 @@ class CallGraph:
     def launch(self, addresses: dict[str, int], eps: float, workspace_base: int, stream: int) -> None:
         """Write this call's values (`addresses`: the caller's tensors'; `workspace_base`: the call's
         workspace allocation), record the launches and launch them as a graph on `stream`, or, while
-        `stream` is being captured, record them onto it (they join the caller's capture)."""
+        `stream` is being captured, record them onto it one after the other (they join the caller's
+        capture)."""
         cuda = cuda_driver()
         with self._lock:
             self._make_context_current()
@@ -281,13 +291,18 @@ class CallGraph:
             capturing = ctypes.c_int()
             check(cuda.cuStreamIsCapturing(stream, ctypes.byref(capturing)), "cuStreamIsCapturing")
             if capturing.value:
-                self._record(stream)
+                self._caller_stream.value = stream.value
+                _run_steps(self._serial_steps)
                 return
             graph = self._capture()
             try:
                 self._write_into_exec(graph)
-            finally:
-                check(cuda.cuGraphDestroy(graph), "cuGraphDestroy")
+            except BaseException as error:  # free the recording; the original error is the one raised
+                result = cuda.cuGraphDestroy(graph)
+                if result:
+                    error.__notes__ = [*getattr(error, "__notes__", []), f"cuGraphDestroy then failed too: {result}"]
+                raise
+            check(cuda.cuGraphDestroy(graph), "cuGraphDestroy")
             check(cuda.cuGraphLaunch(self.graph_exec, stream), "cuGraphLaunch")
 
     def _write_values(self, addresses: dict[str, int], eps: float, workspace_base: int) -> None:
@@ -304,20 +319,13 @@ class CallGraph:
         for slot in self._eps_slots:
             slot.value = eps
 
-    def _record(self, origin: ctypes.c_void_p) -> None:
-        """The launches, onto `origin` and the private streams (the driver copies each parameter
-        block as it records the launch)."""
-        self._origin.value = origin.value
-        for function, arguments, name in self._steps:
-            check(function(*arguments), name)
-
     def _capture(self) -> ctypes.c_void_p:
         """This call's launches as a CUgraph, by capture on the private stream 0."""
         cuda = cuda_driver()
         graph = ctypes.c_void_p()
         check(cuda.cuStreamBeginCapture_v2(self.streams[0], _CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture")
         try:
-            self._record(self.streams[0])
+            _run_steps(self._steps)  # the driver copies each parameter block as it records the launch
         except BaseException:  # leave capture mode; the recording's error is the one raised
             if cuda.cuStreamEndCapture(self.streams[0], ctypes.byref(graph)) == 0 and graph.value:
                 cuda.cuGraphDestroy(graph)
@@ -331,10 +339,13 @@ class CallGraph:
         cuda = cuda_driver()
         if self.graph_exec.value:
             info = _ExecUpdateResultInfo()
-            if cuda.cuGraphExecUpdate_v2(self.graph_exec, graph, ctypes.byref(info)) == 0:
+            result = cuda.cuGraphExecUpdate_v2(self.graph_exec, graph, ctypes.byref(info))
+            if result == 0:
                 return
-            check(cuda.cuGraphExecDestroy(self.graph_exec), "cuGraphExecDestroy")
-            self.graph_exec = ctypes.c_void_p()
+            if result != _GRAPH_EXEC_UPDATE_FAILURE:  # an error, not a refusal
+                check(result, f"cuGraphExecUpdate (update result {info.result})")
+            refused, self.graph_exec = self.graph_exec, ctypes.c_void_p()
+            check(cuda.cuGraphExecDestroy(refused), "cuGraphExecDestroy")
         check(cuda.cuGraphInstantiateWithFlags(ctypes.byref(self.graph_exec), graph, ctypes.c_ulonglong(0)),
               "cuGraphInstantiate")
 

@@ -241,3 +241,20 @@ def test_gemm_reference_is_timed_and_grows_with_the_tokens():
     assert 0 < small < large
     entry = side_entry(128, SimpleNamespace(warmup_runs=2, iterations=5))
     assert set(entry) == {"latency_ms", "timer"} and entry["latency_ms"] > 0
+
+
+def _real_use(busy: bool) -> dict:
+    row = {"label": "B1xS128", "tokens": 128, "host_us": 57.7, "wall_same_us": 54.7, "wall_fresh_us": 82.6,
+           "gpu_us": 24.3, **({"host_busy_us": 31.5} if busy else {})}
+    return {"provenance": {"gpu": "NVIDIA H200", "torch": "2.11", "triton": "3.6.0", "commit": "abc1234",
+                           "date": "2026-12-03"}, "rows": [row]}
+
+
+@pytest.mark.parametrize("busy", [False, True])
+def test_real_use_table_shows_the_back_to_back_host_time_where_measured(busy):
+    table = readme_table.render_real_use(_real_use(busy), "results/real_use_x.json")
+    header = next(line for line in table.splitlines() if line.startswith("| workload"))
+    row = next(line for line in table.splitlines() if line.startswith("| B1xS128"))
+    assert ("host, back-to-back" in header) == busy
+    assert ("| 31.5 |" in row) == busy
+    assert header.count("|") == row.count("|")

@@ -60,14 +60,15 @@ class FakeDriver:
         return call
 
 
-def _fake_call_graph_inputs():
+def _fake_call_graph_inputs(afters: tuple[tuple[int, ...], ...] = ((),)):
+    """A call of one fake kernel launched once per entry of `afters` (its `after` lists)."""
     kernel = SimpleNamespace(arg_names=["x", "n"])
-    launch = Launch(kernel, 3, (Buffer("x", torch.float32, (4,)), 4), {}, {}, after=())
+    launches = tuple(Launch(kernel, 3, (Buffer("x", torch.float32, (4,)), 4), {}, {}, after=a) for a in afters)
     compiled = SimpleNamespace(
         name="fake_kernel", function=1234, src=SimpleNamespace(signature={"x": "*fp32", "n": "i32"}),
         metadata=SimpleNamespace(global_scratch_size=0, profile_scratch_size=0, num_warps=4, shared=0,
                                  tensordesc_meta=None))
-    return SimpleNamespace(launches=(launch,), workspaces=(), workspace_offsets=()), [compiled]
+    return SimpleNamespace(launches=launches, workspaces=(), workspace_offsets=()), [compiled] * len(afters)
 
 
 def test_a_failed_build_frees_what_it_made_and_keeps_the_error(monkeypatch):
@@ -88,9 +89,9 @@ def test_a_failed_cleanup_does_not_hide_the_error(monkeypatch):
     assert any("cuStreamDestroy failed" in note for note in raised.value.__notes__)
 
 
-def _launch_once(driver: FakeDriver, monkeypatch) -> graph.CallGraph:
+def _launch_once(driver: FakeDriver, monkeypatch, afters=((),)) -> graph.CallGraph:
     monkeypatch.setattr(graph, "_driver", driver)
-    call, compiled = _fake_call_graph_inputs()
+    call, compiled = _fake_call_graph_inputs(afters)
     call_graph = graph.CallGraph(call, compiled)
     driver.calls.clear()
     call_graph.launch({"x": 0x2000}, 1e-5, 0x3000, stream=0x4000)
@@ -110,15 +111,47 @@ def test_each_call_is_recorded_then_written_into_the_kept_graph(monkeypatch):
     assert call_graph.params[0].pointer_slots[0][1].value == 0x2100
 
 
+class RefusingDriver(FakeDriver):
+    """cuGraphExecUpdate answers `result` (910: the update refused)."""
+
+    def __init__(self, result: int):
+        super().__init__()
+        self.result = result
+
+    def cuGraphExecUpdate_v2(self, *args):
+        self.calls.append("cuGraphExecUpdate_v2")
+        return self.result
+
+
 def test_a_refused_update_instantiates_anew(monkeypatch):
-    driver = FakeDriver()
+    driver = RefusingDriver(0)
     call_graph = _launch_once(driver, monkeypatch)
-    driver.failing = ("cuGraphExecUpdate_v2",)
+    driver.result = 910
     driver.calls.clear()
     call_graph.launch({"x": 0x2000}, 1e-5, 0x3000, stream=0x4000)
     tail = driver.calls[driver.calls.index("cuGraphExecUpdate_v2"):]
     assert tail == ["cuGraphExecUpdate_v2", "cuGraphExecDestroy", "cuGraphInstantiateWithFlags", "cuGraphDestroy",
                     "cuGraphLaunch"]
+
+
+def test_a_failed_update_is_an_error_and_frees_the_recording(monkeypatch):
+    """An update error other than a refusal (e.g. a sticky error from a faulted kernel) is raised."""
+    driver = RefusingDriver(0)
+    call_graph = _launch_once(driver, monkeypatch)
+    driver.result = 700
+    driver.calls.clear()
+    with pytest.raises(RuntimeError, match=r"^cuGraphExecUpdate \(update result 0\) failed: CUresult 700"):
+        call_graph.launch({"x": 0x2000}, 1e-5, 0x3000, stream=0x4000)
+    assert driver.calls[-1] == "cuGraphDestroy" and call_graph.graph_exec.value
+
+
+def test_a_failed_free_of_the_recording_does_not_hide_the_error(monkeypatch):
+    driver = RefusingDriver(0)
+    call_graph = _launch_once(driver, monkeypatch)
+    driver.result, driver.failing = 700, ("cuGraphDestroy",)
+    with pytest.raises(RuntimeError, match="^cuGraphExecUpdate") as raised:
+        call_graph.launch({"x": 0x2000}, 1e-5, 0x3000, stream=0x4000)
+    assert any("cuGraphDestroy then failed too" in note for note in raised.value.__notes__)
 
 
 @pytest.mark.parametrize("failing", ["cuLaunchKernel", "cuGraphInstantiateWithFlags"])
@@ -140,11 +173,13 @@ class CapturingDriver(FakeDriver):
         return 0
 
 
-def test_inside_a_callers_capture_the_launches_join_it(monkeypatch):
+def test_inside_a_callers_capture_the_launches_join_it_one_after_the_other(monkeypatch):
+    """Even where stages 3 and 4 may overlap: no private stream is drawn into the caller's capture."""
     driver = CapturingDriver()
-    call_graph = _launch_once(driver, monkeypatch)
-    assert driver.calls[-2:] == ["cuStreamIsCapturing", "cuLaunchKernel"], driver.calls
-    assert call_graph._origin.value == 0x4000  # recorded onto the caller's stream
+    call_graph = _launch_once(driver, monkeypatch, afters=((), (0,), (1,), (1,)))
+    assert driver.calls[-5:] == ["cuStreamIsCapturing"] + ["cuLaunchKernel"] * 4, driver.calls
+    assert call_graph._caller_stream.value == 0x4000
+    assert all(arguments[8] is call_graph._caller_stream for _, arguments, _ in call_graph._serial_steps)
 
 
 def _after(*afters: tuple[int, ...]) -> list:
@@ -319,3 +354,43 @@ def test_inside_the_callers_cuda_graph_capture():
         captured.replay()
         torch.cuda.synchronize()
         _assert_matches(static_inputs, static_outputs)
+
+
+@pytest.mark.gpu
+def test_a_callers_open_capture_does_not_break_other_calls_of_the_shape():
+    """While one thread's capture of a shape is open, another thread runs the same shape eagerly;
+    then the capture ends and replays. (Forking onto the shape's private stream inside a caller's
+    capture would have drawn that stream into the capture and broken the eager call.)"""
+    static_inputs, static_outputs = _draw(1, 131, seed=12), _outputs(1, 131)
+    # drawn before the capture: random draws on the GPU while a capture is open trip torch's RNG guard
+    other_inputs, other_outputs = _draw(1, 131, seed=13), _outputs(1, 131)
+    ffn_backward.run(*static_inputs, *static_outputs)  # warm-up outside the capture: the shape's graph exists
+    torch.cuda.synchronize()
+    captured, inside, release, errors = torch.cuda.CUDAGraph(), threading.Event(), threading.Event(), []
+
+    def capture() -> None:
+        try:
+            with torch.cuda.graph(captured, stream=torch.cuda.Stream(), capture_error_mode="thread_local"):
+                ffn_backward.run(*static_inputs, *static_outputs)
+                inside.set()
+                release.wait(timeout=60)
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+            inside.set()
+
+    thread = threading.Thread(target=capture)
+    thread.start()
+    inside.wait(timeout=60)
+    try:
+        ffn_backward.run(*other_inputs, *other_outputs)
+        torch.cuda.current_stream().synchronize()
+    finally:
+        release.set()
+        thread.join()
+    assert not errors, errors
+    _assert_matches(other_inputs, other_outputs)
+    for out in static_outputs:
+        out.fill_(float("nan"))
+    captured.replay()
+    torch.cuda.synchronize()
+    _assert_matches(static_inputs, static_outputs)

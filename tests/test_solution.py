@@ -5,8 +5,10 @@ official workloads."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
+import pickle
 
 import pytest
 import torch
@@ -151,6 +153,17 @@ def test_launches_as_cuda_graph(overlap, device, nan_outputs, outputs_pass):
         outputs = nan_outputs(batch, seq, device)
         call(inputs, outputs, plan)
         outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
+def test_a_plans_hash_follows_its_equality():
+    """LaunchPlan computes its hash once; equal plans (copied, replaced, unpickled) hash alike."""
+    plan = configs.PLANS["cpu"]
+    hash(plan)  # cached now
+    for other in (dataclasses.replace(plan), copy.deepcopy(plan), pickle.loads(pickle.dumps(plan))):
+        assert other == plan and hash(other) == hash(plan)
+    assert "_hash" not in pickle.loads(pickle.dumps(plan)).__dict__
+    changed = dataclasses.replace(plan, sum_block_r=plan.sum_block_r * 2)
+    assert changed != plan and hash(changed) != hash(plan)
 
 
 def test_plans_are_read_only():
