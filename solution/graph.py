@@ -14,11 +14,11 @@ the data is kept: the parameter blocks hold addresses, TMA descriptors of those 
 and eps, rewritten every call. `GraphCache` keeps the few most recent shapes per process.
 
 Why not build the graph once and only update its kernel nodes' parameters
-(cuGraphExecKernelNodeSetParams), as v16 did: measured on an H200 under the benchmark's timer, every
-kernel after the first in a graph whose nodes were made by cuGraphAddKernelNode or updated by
-SetParams ran ~0.4-1 us longer than in a graph recorded by stream capture, whether that one was instantiated anew, updated
-by cuGraphExecUpdate or relaunched unchanged (results/launch_mechanism_fc19175.json,
-results/graph_update_2e42506.json). A new executable graph each call is as fast on the GPU and costs
+(cuGraphExecKernelNodeSetParams), as v16 did: measured on an H200 under the benchmark's timer,
+every kernel after the first in a graph whose nodes were made by cuGraphAddKernelNode or updated by
+SetParams ran ~0.4-1 us longer than in a graph recorded by stream capture, whether that one was
+instantiated anew, updated by cuGraphExecUpdate or relaunched unchanged
+(results/launch_mechanism_fc19175.json, results/graph_update_2e42506.json). A new executable graph each call is as fast on the GPU and costs
 30-66 us more host time than the update.
 
 The parameter block of a Triton kernel is laid out here the way Triton 3.6's own launcher lays it
@@ -186,8 +186,9 @@ def recording_steps(launches: Sequence[Launch]) -> tuple[int, list[tuple]]:
     """How to record `launches` by stream capture so that the graph's edges are their `after`
     lists: (the number of streams, the steps). A launch continues the stream whose last launch it
     depends on; others get a stream of their own that first waits for its dependencies' events
-    (or, with none, for the start). Every stream ends joined into stream 0, as a capture requires. Steps: ("launch", stream, launch index), ("record", stream, event index),
-    ("wait", stream, event index); event i follows launch i, event len(launches) marks the start."""
+    (or, with none, for the start). Every stream ends joined into stream 0, as a capture requires.
+    Steps: ("launch", stream, launch index), ("record", stream, event index), ("wait", stream, event
+    index); event i follows launch i, event len(launches) marks the start."""
     start = len(launches)
     tails: list[int] = []  # the last launch on each stream
     placed: list[tuple] = []  # (stream, launch index, events waited for before it)
