@@ -5,6 +5,7 @@ inside a caller's own graph capture (issue 15)."""
 from __future__ import annotations
 
 import ctypes
+import random
 import threading
 from types import SimpleNamespace
 
@@ -219,6 +220,42 @@ def test_kernel_params_refuse_what_they_cannot_lay_out():
     compiled[0].metadata.global_scratch_size = 64
     with pytest.raises(NotImplementedError, match="scratch memory"):
         graph.KernelParams(call.launches[0], compiled[0])
+
+
+def _captured_dependencies(launch_count: int, steps: list[tuple]) -> dict[int, set[int]]:
+    """What a stream capture makes of `steps`: each launch's dependencies (the nodes its stream ended
+    on when it was recorded). Fails where a step uses a stream that has not joined the capture, or
+    where a launch is not an ancestor of stream 0's end (a stream left unjoined)."""
+    ends = {0: set()}  # streams in the capture: the nodes the next node there will depend on
+    events: dict[int, set[int]] = {}
+    dependencies: dict[int, set[int]] = {}
+    for kind, stream, index in steps:
+        if kind == "wait":
+            ends[stream] = ends.get(stream, set()) | events[index]
+            continue
+        assert stream in ends, f"stream {stream} used before it joined the capture"
+        if kind == "record":
+            events[index] = set(ends[stream])
+        else:
+            dependencies[index], ends[stream] = ends[stream], {index}
+    reached, todo = set(), list(ends[0])
+    while todo:
+        node = todo.pop()
+        if node not in reached:
+            reached.add(node)
+            todo.extend(dependencies[node])
+    assert reached == set(range(launch_count)), "a stream was not joined into stream 0"
+    return dependencies
+
+
+def test_recording_steps_give_each_launch_exactly_its_after_list():
+    rng = random.Random(0)
+    for _ in range(2000):
+        count = rng.randint(1, 7)
+        afters = [tuple(sorted(rng.sample(range(j), rng.randint(0, j)))) for j in range(count)]
+        stream_count, steps = graph.recording_steps(_after(*afters))
+        assert {s for _, s, _ in steps} <= set(range(stream_count))
+        assert _captured_dependencies(count, steps) == {j: set(a) for j, a in enumerate(afters)}, afters
 
 
 # --- GPU: reuse -----------------------------------------------------------------------------------
