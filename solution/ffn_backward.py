@@ -26,19 +26,13 @@ from __future__ import annotations
 
 import torch
 
-from .arguments import Dims, check_arguments
+from .arguments import INPUT_SHAPES, OUTPUT_SHAPES, TENSOR_NAMES, Dims, check_arguments
 from .configs import LaunchPlan, launch_plan
 from .graph import CallGraph, GraphCache, compile_launches
 from .launches import CallDescription, describe_call, launch_in_order, workspace_views
 
-INPUT_NAMES = (
-    "grad_output", "hidden_states", "fc1_weight", "fc1_output", "gelu_output", "fc2_weight",
-    "residual_output", "normalized", "var", "ln_weight",
-)  # then eps
-OUTPUT_NAMES = (
-    "grad_hidden_states", "grad_fc1_weight", "grad_fc1_bias", "grad_fc2_weight", "grad_fc2_bias",
-    "grad_ln_weight", "grad_ln_bias",
-)
+INPUT_NAMES = tuple(INPUT_SHAPES)  # run's inputs in definition order, then eps
+OUTPUT_NAMES = tuple(OUTPUT_SHAPES)
 TMA_ALIGNMENT = 16  # bytes: a TMA descriptor's base address must be a multiple
 GRAPHS_KEPT = 8  # CUDA graphs kept per process (a few shapes on a few devices)
 _graphs = GraphCache(GRAPHS_KEPT)  # nothing in it touches a GPU before the first GPU call
@@ -72,64 +66,69 @@ def run(
     reference stays finite (README, Contract of run).
     """
     _run(None, (grad_output, hidden_states, fc1_weight, fc1_output, gelu_output, fc2_weight, residual_output,
-                normalized, var, ln_weight), eps,
-         (grad_hidden_states, grad_fc1_weight, grad_fc1_bias, grad_fc2_weight, grad_fc2_bias, grad_ln_weight,
-          grad_ln_bias))
+                normalized, var, ln_weight, grad_hidden_states, grad_fc1_weight, grad_fc1_bias, grad_fc2_weight,
+                grad_fc2_bias, grad_ln_weight, grad_ln_bias), eps)
 
 
 def run_with_plan(plan: LaunchPlan, *args) -> None:
     """`run` with a launch plan of the caller's, for sweeps and tests; the arguments are run's, in
     its order."""
-    if len(args) != len(INPUT_NAMES) + 1 + len(OUTPUT_NAMES):
-        raise TypeError(f"run takes {len(INPUT_NAMES) + 1 + len(OUTPUT_NAMES)} arguments, got {len(args)}")
-    _run(plan, args[:len(INPUT_NAMES)], args[len(INPUT_NAMES)], args[len(INPUT_NAMES) + 1:])
+    inputs = len(INPUT_NAMES)
+    if len(args) != inputs + 1 + len(OUTPUT_NAMES):
+        raise TypeError(f"run takes {inputs + 1 + len(OUTPUT_NAMES)} arguments, got {len(args)}")
+    _run(plan, args[:inputs] + args[inputs + 1:], args[inputs])
 
 
-def _run(plan: LaunchPlan | None, input_values: tuple, eps, output_values: tuple) -> None:
-    """Check the arguments, then launch the call's kernels (plan None: the device's own plan)."""
-    inputs, outputs = dict(zip(INPUT_NAMES, input_values)), dict(zip(OUTPUT_NAMES, output_values))
-    dims, addresses, aligned = check_arguments(inputs, eps, outputs)
+def _run(plan: LaunchPlan | None, tensors: tuple, eps) -> None:
+    """Check the arguments (`tensors`: run's, eps aside), then launch the call's kernels (plan None:
+    the device's own plan)."""
+    dims, addresses, aligned = check_arguments(tensors, eps)
     if dims.tokens == 0:  # sums over no tokens: zero gradients, an empty grad_hidden_states
-        for name in OUTPUT_NAMES[1:]:
-            outputs[name].zero_()
+        for output in tensors[len(INPUT_NAMES) + 1:]:
+            output.zero_()
         return
-    plan = plan or launch_plan(dims.device)
-    call = describe_call(dims, plan)
     if dims.device.type != "cuda":
-        _run_interpreted(call, inputs, outputs, eps)
+        _run_interpreted(describe_call(dims, plan or launch_plan(dims.device)), tensors, float(eps))
     elif torch._C._cuda_getDevice() == dims.device.index:
-        _run_graph(call, dims, {**inputs, **outputs}, addresses, aligned, float(eps))
+        _run_graph(plan, dims, tensors, addresses, aligned, float(eps))
     else:
         with torch.cuda.device(dims.device):  # Triton compiles for and launches on the current device
-            _run_graph(call, dims, {**inputs, **outputs}, addresses, aligned, float(eps))
+            _run_graph(plan, dims, tensors, addresses, aligned, float(eps))
 
 
-def _tma_ready(call: CallDescription, tensors: dict, addresses: dict[str, int]) -> tuple[dict, dict[str, int]]:
+def _tma_ready(call: CallDescription, tensors: tuple, addresses: tuple[int, ...]) -> tuple[tuple, tuple[int, ...]]:
     """The caller's tensors and their addresses, where a launch reads one by TMA from an address TMA
-    cannot take (not 16-byte aligned; never so for tensors the caching allocator made), a copy."""
-    misaligned = [name for name in call.tma_buffers if name in tensors and addresses[name] % TMA_ALIGNMENT]
-    if not misaligned:
+    cannot take (not 16-byte aligned; never so for tensors the caching allocator made), a copy
+    (TMA reads only inputs)."""
+    if not any(address % TMA_ALIGNMENT for name, address in zip(TENSOR_NAMES, addresses) if name in call.tma_buffers):
         return tensors, addresses
-    tensors = {**tensors, **{name: tensors[name].clone() for name in misaligned}}
-    return tensors, {**addresses, **{name: tensors[name].data_ptr() for name in misaligned}}
+    tensors = tuple(t.clone() if name in call.tma_buffers and address % TMA_ALIGNMENT else t
+                    for name, t, address in zip(TENSOR_NAMES, tensors, addresses))
+    return tensors, tuple(t.data_ptr() for t in tensors)
 
 
-def _run_interpreted(call: CallDescription, inputs: dict, outputs: dict, eps) -> None:
-    tensors = {**inputs, **outputs}
-    tensors, _ = _tma_ready(call, tensors, {n: t.data_ptr() for n, t in tensors.items()})
-    flat = torch.empty(call.workspace_bytes, dtype=torch.uint8, device=next(iter(tensors.values())).device)
-    launch_in_order(call, {**tensors, **workspace_views(call, flat)}, float(eps))
+def _run_interpreted(call: CallDescription, tensors: tuple, eps: float) -> None:
+    tensors, _ = _tma_ready(call, tensors, tuple(t.data_ptr() for t in tensors))
+    flat = torch.empty(call.workspace_bytes, dtype=torch.uint8, device=tensors[0].device)
+    launch_in_order(call, {**dict(zip(TENSOR_NAMES, tensors)), **workspace_views(call, flat)}, eps)
 
 
-def _run_graph(call: CallDescription, dims: Dims, tensors: dict, addresses: dict[str, int], aligned: bool,
+def _run_graph(plan: LaunchPlan | None, dims: Dims, tensors: tuple, addresses: tuple[int, ...], aligned: bool,
                eps: float) -> None:
     """The call's kernels as the cached CUDA graph of its shape, on the current stream."""
     if not aligned:
-        tensors, addresses = _tma_ready(call, tensors, addresses)
-    flat = torch.empty(call.workspace_bytes, dtype=torch.uint8, device=dims.device)
+        tensors, addresses = _tma_ready(describe_call(dims, plan or launch_plan(dims.device)), tensors, addresses)
     # what selects the compiled kernels besides the call's shape and plan: the caller's pointers'
     # alignment (the workspaces are always aligned)
-    key = (call, True if aligned else tuple(a % TMA_ALIGNMENT == 0 for a in addresses.values()))
-    call_graph = _graphs.get(key, lambda: CallGraph(
-        call, compile_launches(call, {**tensors, **workspace_views(call, flat)}, eps)))
+    key = (dims, plan, True if aligned else tuple(a % TMA_ALIGNMENT == 0 for a in addresses))
+    call_graph = _graphs.get(key, lambda: _build_graph(describe_call(dims, plan or launch_plan(dims.device)),
+                                                       tensors, eps))
+    flat = torch.empty(call_graph.workspace_bytes, dtype=torch.uint8, device=dims.device)
     call_graph.launch(addresses, eps, flat.data_ptr(), torch._C._cuda_getCurrentRawStream(dims.device.index))
+
+
+def _build_graph(call: CallDescription, tensors: tuple, eps: float) -> CallGraph:
+    """A shape's CallGraph: its kernels compiled for these tensors (and a workspace of the shape's)."""
+    flat = torch.empty(call.workspace_bytes, dtype=torch.uint8, device=tensors[0].device)
+    named = {**dict(zip(TENSOR_NAMES, tensors)), **workspace_views(call, flat)}
+    return CallGraph(call, compile_launches(call, named, eps), TENSOR_NAMES)

@@ -9,9 +9,11 @@ What is kept per device, shape, plan and pointer alignment (a `CallGraph`): the 
 their parameter blocks, one or two private streams and a few events to record on, and the executable
 graph. What each call does: write its addresses (and eps) into the parameter blocks, record the
 launches by stream capture (a CUgraph, host work only), copy that graph into the kept executable
-graph (cuGraphExecUpdate, far cheaper than instantiating one) and launch it. Nothing computed from
-the data is kept: the parameter blocks hold addresses, TMA descriptors of those addresses, shapes
-and eps, rewritten every call. `GraphCache` keeps the few most recent shapes per process.
+graph (cuGraphExecUpdate, far cheaper than instantiating one) and launch it. A call whose addresses,
+eps and workspace are those of the call before (the same buffers again) launches the executable
+graph as it is. Nothing computed from the data is kept: the parameter blocks hold addresses, TMA
+descriptors of those addresses (re-encoded where an address changed), shapes and eps.
+`GraphCache` keeps the few most recent shapes per process.
 
 Why not build the graph once and only update its kernel nodes' parameters
 (cuGraphExecKernelNodeSetParams), as v16 did: measured on an H200 under the benchmark's timer,
@@ -80,8 +82,8 @@ def check(result: int, call: str) -> None:
 
 
 class _Descriptor:
-    """One TMA descriptor parameter: the CUtensorMap, 64-byte aligned, re-encoded for each base
-    address; its shape and strides are fixed by the shape of the call."""
+    """One TMA descriptor parameter: the CUtensorMap, 64-byte aligned, encoded for a base address
+    (anew where the address changes); its shape and strides are fixed by the shape of the call."""
 
     def __init__(self, tiles: Tiles, meta: dict):
         rows, cols = tiles.buffer.shape
@@ -101,12 +103,18 @@ class _Descriptor:
             ctypes.c_int(0), ctypes.c_int(meta["swizzle"]), ctypes.c_int(_L2_PROMOTION_128B), ctypes.c_int(0))
         self.shape = (rows, cols)
         self.strides = (cols, 1)
+        self.base: int | None = None  # the base address the CUtensorMap holds
 
     def encode(self, base: int) -> None:
+        """The CUtensorMap for tiles from `base` on (kept as it is where `base` is the last one's)."""
+        if base == self.base:
+            return
+        self.base = None  # until the encode succeeds
         dtype, rank, dims, strides, box, element_strides, interleave, swizzle, l2, fill = self._encode_args
         check(cuda_driver().cuTensorMapEncodeTiled(ctypes.c_void_p(self.address), dtype, rank, ctypes.c_void_p(base),
                                                    dims, strides, box, element_strides, interleave, swizzle, l2, fill),
               "cuTensorMapEncodeTiled")
+        self.base = base
 
 
 class KernelParams:
@@ -229,20 +237,26 @@ class CallGraph:
     """One shape's launches: parameter blocks, the streams and events to record them on, and the
     executable graph each call's recording is copied into before it is launched."""
 
-    def __init__(self, call: CallDescription, compiled: Sequence):
+    def __init__(self, call: CallDescription, compiled: Sequence, argument_names: Sequence[str]):
+        """`argument_names`: the caller's tensors, in the order of the addresses each call passes."""
         cuda = cuda_driver()
         self.params = [KernelParams(launch, kernel) for launch, kernel in zip(call.launches, compiled)]
-        # every call's values go to: the caller's pointers and TMA descriptors (written every call),
+        self.workspace_bytes = call.workspace_bytes  # each call allocates its workspaces in one block of this size
+        # every call's values go to: the caller's pointers and TMA descriptors (by argument position),
         # the workspaces' (written when the call's workspace allocation moves: offsets from its base), eps
         offsets = dict(call.workspace_offsets)
+        position = {name: k for k, name in enumerate(argument_names)}
         pointers = [slot for p in self.params for slot in p.pointer_slots]
         descriptors = [d for p in self.params for d in p.descriptors]
-        self._caller_pointers = [(name, slot) for name, slot in pointers if name not in offsets]
-        self._caller_descriptors = [(name, d) for name, d in descriptors if name not in offsets]
+        self._caller_pointers = [(position[name], slot) for name, slot in pointers if name not in offsets]
+        self._caller_descriptors = [(position[name], d) for name, d in descriptors if name not in offsets]
         self._workspace_pointers = [(offsets[name], slot) for name, slot in pointers if name in offsets]
         self._workspace_descriptors = [(offsets[name], d) for name, d in descriptors if name in offsets]
         self._eps_slots = [slot for p in self.params for name, slot in p.scalar_slots if name == "eps"]
         self._workspace_base: int | None = None
+        # the values (addresses, eps, workspace base) the executable graph was last written with:
+        # a call with the same values launches it as it is
+        self._graph_values: tuple | None = None
         self._lock = threading.Lock()  # the parameter blocks, streams and graph serve every caller of this shape
         context = ctypes.c_void_p()
         check(cuda.cuCtxGetCurrent(ctypes.byref(context)), "cuCtxGetCurrent")
@@ -279,38 +293,50 @@ class CallGraph:
             ctypes.c_void_p(p.function), ctypes.c_uint(p.grid), one, one, ctypes.c_uint(p.threads), one, one,
             ctypes.c_uint(p.shared_bytes), lanes[lane], p.array, None), "cuLaunchKernel"
 
-    def launch(self, addresses: dict[str, int], eps: float, workspace_base: int, stream: int) -> None:
-        """Write this call's values (`addresses`: the caller's tensors'; `workspace_base`: the call's
-        workspace allocation), record the launches and launch them as a graph on `stream`, or, while
-        `stream` is being captured, record them onto it one after the other (they join the caller's
-        capture)."""
+    def launch(self, addresses: tuple[int, ...], eps: float, workspace_base: int, stream: int) -> None:
+        """Write this call's values (`addresses`: the caller's tensors', in `argument_names` order;
+        `workspace_base`: the call's workspace allocation), record the launches and launch them as a
+        graph on `stream`, or, while `stream` is being captured, record them onto it one after the
+        other (they join the caller's capture). A call whose values are those the executable graph
+        holds (the same buffers as the call before) launches it without recording."""
         cuda = cuda_driver()
+        values = (addresses, eps, workspace_base)
         with self._lock:
             self._make_context_current()
-            self._write_values(addresses, eps, workspace_base)
             stream = ctypes.c_void_p(stream)
             capturing = ctypes.c_int()
             check(cuda.cuStreamIsCapturing(stream, ctypes.byref(capturing)), "cuStreamIsCapturing")
             if capturing.value:
+                self._write_values(addresses, eps, workspace_base)
                 self._caller_stream.value = stream.value
                 _run_steps(self._serial_steps)
                 return
-            graph = self._capture()
-            try:
-                self._write_into_exec(graph)
-            except BaseException as error:  # free the recording; the original error is the one raised
-                result = cuda.cuGraphDestroy(graph)
-                if result:
-                    error.__notes__ = [*getattr(error, "__notes__", []), f"cuGraphDestroy then failed too: {result}"]
-                raise
-            check(cuda.cuGraphDestroy(graph), "cuGraphDestroy")
+            if values != self._graph_values:
+                self._write_values(addresses, eps, workspace_base)
+                self._graph_values = None  # until the executable graph holds them
+                self._record_into_exec()
+                self._graph_values = values
             check(cuda.cuGraphLaunch(self.graph_exec, stream), "cuGraphLaunch")
 
-    def _write_values(self, addresses: dict[str, int], eps: float, workspace_base: int) -> None:
-        for name, slot in self._caller_pointers:
-            slot.value = addresses[name]
-        for name, descriptor in self._caller_descriptors:
-            descriptor.encode(addresses[name])
+    def _record_into_exec(self) -> None:
+        """The launches, with the values now in the parameter blocks, recorded and written into the
+        executable graph."""
+        cuda = cuda_driver()
+        graph = self._capture()
+        try:
+            self._write_into_exec(graph)
+        except BaseException as error:  # free the recording; the original error is the one raised
+            result = cuda.cuGraphDestroy(graph)
+            if result:
+                error.__notes__ = [*getattr(error, "__notes__", []), f"cuGraphDestroy then failed too: {result}"]
+            raise
+        check(cuda.cuGraphDestroy(graph), "cuGraphDestroy")
+
+    def _write_values(self, addresses: tuple[int, ...], eps: float, workspace_base: int) -> None:
+        for position, slot in self._caller_pointers:
+            slot.value = addresses[position]
+        for position, descriptor in self._caller_descriptors:
+            descriptor.encode(addresses[position])
         if workspace_base != self._workspace_base:
             for offset, slot in self._workspace_pointers:
                 slot.value = workspace_base + offset

@@ -69,7 +69,8 @@ def _fake_call_graph_inputs(afters: tuple[tuple[int, ...], ...] = ((),)):
         name="fake_kernel", function=1234, src=SimpleNamespace(signature={"x": "*fp32", "n": "i32"}),
         metadata=SimpleNamespace(global_scratch_size=0, profile_scratch_size=0, num_warps=4, shared=0,
                                  tensordesc_meta=None))
-    return SimpleNamespace(launches=launches, workspaces=(), workspace_offsets=()), [compiled] * len(afters)
+    return (SimpleNamespace(launches=launches, workspaces=(), workspace_offsets=(), workspace_bytes=1),
+            [compiled] * len(afters))
 
 
 def test_a_failed_build_frees_what_it_made_and_keeps_the_error(monkeypatch):
@@ -77,7 +78,7 @@ def test_a_failed_build_frees_what_it_made_and_keeps_the_error(monkeypatch):
     monkeypatch.setattr(graph, "_driver", driver)
     call, compiled = _fake_call_graph_inputs()
     with pytest.raises(RuntimeError, match="^cuEventCreate failed"):
-        graph.CallGraph(call, compiled)
+        graph.CallGraph(call, compiled, ("x",))
     assert driver.calls[-1] == "cuStreamDestroy_v2", driver.calls
 
 
@@ -86,16 +87,16 @@ def test_a_failed_cleanup_does_not_hide_the_error(monkeypatch):
     monkeypatch.setattr(graph, "_driver", FakeDriver("cuEventCreate", "cuStreamDestroy_v2"))
     call, compiled = _fake_call_graph_inputs()
     with pytest.raises(RuntimeError, match="^cuEventCreate failed") as raised:
-        graph.CallGraph(call, compiled)
+        graph.CallGraph(call, compiled, ("x",))
     assert any("cuStreamDestroy failed" in note for note in raised.value.__notes__)
 
 
 def _launch_once(driver: FakeDriver, monkeypatch, afters=((),)) -> graph.CallGraph:
     monkeypatch.setattr(graph, "_driver", driver)
     call, compiled = _fake_call_graph_inputs(afters)
-    call_graph = graph.CallGraph(call, compiled)
+    call_graph = graph.CallGraph(call, compiled, ("x",))
     driver.calls.clear()
-    call_graph.launch({"x": 0x2000}, 1e-5, 0x3000, stream=0x4000)
+    call_graph.launch((0x2000,), 1e-5, 0x3000, stream=0x4000)
     return call_graph
 
 
@@ -106,10 +107,45 @@ def test_each_call_is_recorded_then_written_into_the_kept_graph(monkeypatch):
     assert [c for c in driver.calls if c.startswith(("cuStream", "cuLaunch", "cuGraph"))] == [
         "cuStreamIsCapturing", *recorded, "cuGraphInstantiateWithFlags", "cuGraphDestroy", "cuGraphLaunch"]
     driver.calls.clear()
-    call_graph.launch({"x": 0x2100}, 1e-5, 0x3000, stream=0x4000)  # the second call updates, not instantiates
+    call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)  # the second call updates, not instantiates
     assert [c for c in driver.calls if c.startswith(("cuStream", "cuLaunch", "cuGraph"))] == [
         "cuStreamIsCapturing", *recorded, "cuGraphExecUpdate_v2", "cuGraphDestroy", "cuGraphLaunch"]
     assert call_graph.params[0].pointer_slots[0][1].value == 0x2100
+
+
+def test_a_call_with_the_last_calls_values_launches_the_kept_graph_as_it_is(monkeypatch):
+    driver = FakeDriver()
+    call_graph = _launch_once(driver, monkeypatch)
+    driver.calls.clear()
+    call_graph.launch((0x2000,), 1e-5, 0x3000, stream=0x4000)
+    assert [c for c in driver.calls if c.startswith(("cuStream", "cuLaunch", "cuGraph"))] == [
+        "cuStreamIsCapturing", "cuGraphLaunch"]
+    for changed in [((0x2100,), 1e-5, 0x3000), ((0x2100,), 1e-6, 0x3000), ((0x2100,), 1e-6, 0x3100)]:
+        driver.calls.clear()
+        call_graph.launch(*changed, stream=0x4000)
+        assert "cuGraphExecUpdate_v2" in driver.calls, changed
+
+
+def test_a_failed_recording_is_recorded_again_by_the_next_call(monkeypatch):
+    driver = FakeDriver()
+    call_graph = _launch_once(driver, monkeypatch)
+    driver.failing = ("cuLaunchKernel",)
+    with pytest.raises(RuntimeError, match="^cuLaunchKernel failed"):
+        call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)
+    driver.failing = ()
+    driver.calls.clear()
+    call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)  # the same values: recorded, not skipped
+    assert "cuStreamBeginCapture_v2" in driver.calls and driver.calls[-1] == "cuGraphLaunch"
+
+
+def test_a_descriptor_is_encoded_only_where_its_address_changes(monkeypatch):
+    driver = FakeDriver()
+    monkeypatch.setattr(graph, "_driver", driver)
+    tiles = SimpleNamespace(buffer=SimpleNamespace(shape=(64, 32), name="x"))
+    descriptor = graph._Descriptor(tiles, {"block_size": [16, 32], "elem_type": 6, "elem_size": 2, "swizzle": 3})
+    for base in (0x1000, 0x1000, 0x2000, 0x2000, 0x1000):
+        descriptor.encode(base)
+    assert driver.calls == ["cuTensorMapEncodeTiled"] * 3
 
 
 class RefusingDriver(FakeDriver):
@@ -129,7 +165,7 @@ def test_a_refused_update_instantiates_anew(monkeypatch):
     call_graph = _launch_once(driver, monkeypatch)
     driver.result = 910
     driver.calls.clear()
-    call_graph.launch({"x": 0x2000}, 1e-5, 0x3000, stream=0x4000)
+    call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)
     tail = driver.calls[driver.calls.index("cuGraphExecUpdate_v2"):]
     assert tail == ["cuGraphExecUpdate_v2", "cuGraphExecDestroy", "cuGraphInstantiateWithFlags", "cuGraphDestroy",
                     "cuGraphLaunch"]
@@ -142,7 +178,7 @@ def test_a_failed_update_is_an_error_and_frees_the_recording(monkeypatch):
     driver.result = 700
     driver.calls.clear()
     with pytest.raises(RuntimeError, match=r"^cuGraphExecUpdate \(update result 0\) failed: CUresult 700"):
-        call_graph.launch({"x": 0x2000}, 1e-5, 0x3000, stream=0x4000)
+        call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)
     assert driver.calls[-1] == "cuGraphDestroy" and call_graph.graph_exec.value
 
 
@@ -151,7 +187,7 @@ def test_a_failed_free_of_the_recording_does_not_hide_the_error(monkeypatch):
     call_graph = _launch_once(driver, monkeypatch)
     driver.result, driver.failing = 700, ("cuGraphDestroy",)
     with pytest.raises(RuntimeError, match="^cuGraphExecUpdate") as raised:
-        call_graph.launch({"x": 0x2000}, 1e-5, 0x3000, stream=0x4000)
+        call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)
     assert any("cuGraphDestroy then failed too" in note for note in raised.value.__notes__)
 
 
