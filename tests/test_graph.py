@@ -243,9 +243,9 @@ def test_recording_steps_of_independent_starts_wait_for_the_start_event():
 
 
 def test_a_shape_has_one_call_description():
-    """The graph cache's key holds the CallDescription, which compares by identity: describe_call
-    must return the same object for the same shape, or every call builds its graph anew (a lost
-    lru_cache did that at fc19175)."""
+    """describe_call is cached: a shape's launches are described once, not on every call (a lost
+    lru_cache made every call build its graph anew at fc19175, when the graph cache was keyed by the
+    description; it is now keyed by the shape)."""
     def dims():
         return Dims(tokens=16, hidden=512, intermediate=2048, device=torch.device("cpu"))
     assert describe_call(dims(), launch_plan(dims().device)) is describe_call(dims(), launch_plan(dims().device))
