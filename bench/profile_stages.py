@@ -59,6 +59,11 @@ SWEEPS = {"large": [
 ], "few_tokens": [  # up to 1024 tokens: the larger token counts' tiles of stages 2 and 3 instead
     {"gelu_gemm": _DEFAULT.gelu_gemm[1:]}, {"input_gemm": _DEFAULT.input_gemm[1:]},
     {"gelu_gemm": _all_tokens(GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4))},
+], "few_tokens_parallelism": [  # up to 1024 tokens stages 1-3 run a few programs each: more, smaller ones
+    {"fp16_chunk": 1024}, {"fp16_chunk": 2048}, {"fp16_chunk": 4096},  # stage 1's weight-rounding programs
+    *({"input_gemm": ((1024, c), *_DEFAULT.input_gemm[1:])}  # stage 3: 16 tiles of 64x64 at 128 tokens
+      for c in (GemmConfig(64, 32, 128, 4, 3), GemmConfig(64, 32, 256, 4, 3), GemmConfig(64, 64, 256, 4, 3))),
+    {"gelu_gemm": ((1024, GemmConfig(64, 32, 64, 4, 3)), *_DEFAULT.gelu_gemm[1:])},  # stage 2: 64 tiles at 128
 ], "overlap": [  # stages 3 and 4 in the CUDA graph: in order, or concurrent at every token count
     {"overlap_stages_3_4_up_to": 0}, {"overlap_stages_3_4_up_to": configs.ANY_TOKENS},
 ]}
