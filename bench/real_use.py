@@ -69,6 +69,11 @@ def measure_host(workload: reference.Workload, calls: int, device: torch.device)
     for _ in range(3):  # first calls: compilation, graph build
         run(*same)
     torch.cuda.synchronize()
+    # then as many untimed calls as timed ones: without them the first workload measured read
+    # 15-25 us higher than the next (results/real_use_36d35a2.json), whichever it was
+    for _ in range(calls):
+        run(*same)
+    torch.cuda.synchronize()
     host = []
     for _ in range(calls):
         start = time.perf_counter()
@@ -133,9 +138,7 @@ def main(argv=None) -> int:
     if args.profile:
         _profile_host(min(workloads, key=lambda w: w.tokens), args.calls, device, args.profile)
     workloads = sorted(workloads, key=lambda w: w.tokens)
-    # every host measurement before the first CUPTI timing, so that tracing cannot touch them (whether
-    # it did is not settled: with this order too the first workload reads 20-25 us lower than the
-    # next, results/real_use_2e42506.json)
+    # every host measurement before the first CUPTI timing, so that tracing cannot touch them
     host_rows = [measure_host(w, args.calls, device) for w in workloads]
     rows = []
     for w, host_row in zip(workloads, host_rows):
