@@ -38,7 +38,7 @@ class LaunchPlan:
     layernorm_block_m: int  # rows per LayerNorm-backward step
     layernorm_waves: int  # LayerNorm-backward programs per SM (each loops over row blocks)
     layernorm_warps: int  # warps of the stage-1 kernel
-    fp16_chunk: int  # elements each stage-1 program rounds to fp16 (of each weight, or of gelu_output)
+    fp16_chunk: tuple[tuple[int, int], ...]  # elements each stage-1 program rounds to fp16 (of each weight, or of gelu_output), by tokens
     gelu_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 2: grad_residual @ fc2_weight, GELU epilogue, by tokens
     input_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 3: grad_fc1_output @ fc1_weight + grad_residual, by tokens
     weight_gemm: GemmConfig  # stage 4: x^T @ y over tokens (block_m x block_n output tiles)
@@ -77,8 +77,11 @@ _HOPPER = LaunchPlan(
     # 1069 at M=131072, results/stages_120d9f6.json; the copy was then in stage 2's epilogue, where
     # it cost stage 2 as much as it now costs stage 1: results/gelu_590a2c0.json, PERFORMANCE.md v6).
     # 8192-element chunks: 820 us vs 875 with 4096 at M=131072 (results/layernorm_897e45f.json);
-    # 32768 spills (1.8 KB of stack in stage 1)
-    fp16_chunk=8192,
+    # 32768 spills (1.8 KB of stack in stage 1). Up to 512 tokens 2048-element chunks (more, shorter
+    # programs: stage 1 is mostly the 12 MB of weight rounding there): 27.8 vs 29.1 us at 422 tokens,
+    # 23.0 vs 23.4 at 128; at 1163 they lose (47.3 vs 44.5; official timer, one run each,
+    # results/few_tokens_parallelism_6caa1d8.json). 613 tokens keeps 8192 (not measured).
+    fp16_chunk=((512, 2048), (ANY_TOKENS, 8192)),
     # Stage 2 persistent and fed by TMA. In the pipeline (profile_stages, CUPTI kernel times) 64x128
     # tiles, 3 stages, 3 programs per SM take 60 / 130 / 497 / 972 us at 7184 / 17312 / 69568 / 131072
     # tokens, vs 65 / 151 / 547 / 1068 with 2 programs and 4 stages, 78 / 159 / 544 / 1070 in 128x256
@@ -93,7 +96,10 @@ _HOPPER = LaunchPlan(
     # below, 26.1 vs 31.1 us at 128 tokens, 27.8 vs 32.7 at 131, 32.2 vs 36.0 at 422, 36.4 vs 39.3 at
     # 613; at 1163 tokens the persistent kernel is as fast (50.2 vs 50.4; two runs agree within 0.2 us,
     # results/graph_small_tables_*_632a491.json).
+    # Up to 256 tokens 64x32 tiles (64 programs at 128 tokens, not 32): 22.3 vs 23.4 us at 128 tokens;
+    # at 422 they lose (30.1 vs 29.1; official timer, one run each, results/few_tokens_parallelism_6caa1d8.json).
     gelu_gemm=(
+        (256, GemmConfig(block_m=64, block_n=32, block_k=64, num_warps=4, num_stages=3)),
         (1024, GemmConfig(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3)),
         (ANY_TOKENS, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3, programs_per_sm=3)),
     ),

@@ -118,6 +118,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     row_programs = layernorm_row_programs(M, plan, sms)
     bias_partial_rows = triton.cdiv(M, g2.block_m)
     round_gelu = stage2_rounds_gelu(M, plan)
+    chunk = for_tokens(plan.fp16_chunk, M)
 
     # the caller's tensors, as the kernels index them
     def caller(name: str, *shape: int) -> Buffer:
@@ -146,11 +147,11 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
                   fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials)
 
     stage1 = Launch(
-        layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, plan.fp16_chunk, not round_gelu),
+        layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, not round_gelu),
         (grad_output, normalized, var, ln_weight, Scalar("eps"), hidden_states, gelu_output, fc1_weight, fc2_weight,
          grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16,
          ln_partials, M, row_programs),
-        dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=plan.fp16_chunk),
+        dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=chunk),
         dict(num_warps=plan.layernorm_warps), after=())
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
