@@ -83,17 +83,22 @@ def _run(plan: LaunchPlan | None, tensors: tuple, eps) -> None:
     """Check the arguments (`tensors`: run's, eps aside), then launch the call's kernels (plan None:
     the device's own plan)."""
     dims, addresses, aligned = check_arguments(tensors, eps)
-    if dims.tokens == 0:  # sums over no tokens: zero gradients, an empty grad_hidden_states
-        for output in tensors[len(INPUT_NAMES) + 1:]:
+    if dims.tokens == 0:  # sums over no tokens: zero gradients (grad_hidden_states is empty)
+        for output in tensors[len(INPUT_NAMES):]:
             output.zero_()
         return
     if dims.device.type != "cuda":
-        _run_interpreted(describe_call(dims, plan or launch_plan(dims.device)), tensors, float(eps))
+        _run_interpreted(_describe(dims, plan), tensors, float(eps))
     elif torch._C._cuda_getDevice() == dims.device.index:
         _run_graph(plan, dims, tensors, addresses, aligned, float(eps))
     else:
         with torch.cuda.device(dims.device):  # Triton compiles for and launches on the current device
             _run_graph(plan, dims, tensors, addresses, aligned, float(eps))
+
+
+def _describe(dims: Dims, plan: LaunchPlan | None) -> CallDescription:
+    """The call's launches under `plan`, or under the device's own plan (cached per shape)."""
+    return describe_call(dims, plan or launch_plan(dims.device))
 
 
 def _tma_ready(call: CallDescription, tensors: tuple, addresses: tuple[int, ...]) -> tuple[tuple, tuple[int, ...]]:
@@ -117,12 +122,11 @@ def _run_graph(plan: LaunchPlan | None, dims: Dims, tensors: tuple, addresses: t
                eps: float) -> None:
     """The call's kernels as the cached CUDA graph of its shape, on the current stream."""
     if not aligned:
-        tensors, addresses = _tma_ready(describe_call(dims, plan or launch_plan(dims.device)), tensors, addresses)
+        tensors, addresses = _tma_ready(_describe(dims, plan), tensors, addresses)
     # what selects the compiled kernels besides the call's shape and plan: the caller's pointers'
     # alignment (the workspaces are always aligned)
     key = (dims, plan, True if aligned else tuple(a % TMA_ALIGNMENT == 0 for a in addresses))
-    call_graph = _graphs.get(key, lambda: _build_graph(describe_call(dims, plan or launch_plan(dims.device)),
-                                                       tensors, eps))
+    call_graph = _graphs.get(key, lambda: _build_graph(_describe(dims, plan), tensors, eps))
     flat = torch.empty(call_graph.workspace_bytes, dtype=torch.uint8, device=dims.device)
     call_graph.launch(addresses, eps, flat.data_ptr(), torch._C._cuda_getCurrentRawStream(dims.device.index))
 
