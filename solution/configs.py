@@ -38,14 +38,11 @@ class LaunchPlan:
     layernorm_block_m: int  # rows per LayerNorm-backward step
     layernorm_waves: int  # LayerNorm-backward programs per SM (each loops over row blocks)
     layernorm_warps: int  # warps of the stage-1 kernel
-    fp16_chunk: int  # elements each stage-1 program rounds to fp16 (of each weight, or of gelu_output)
+    fp16_chunk: int  # elements of each weight that a stage-1 program rounds to fp16
     gelu_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 2: grad_residual @ fc2_weight, GELU epilogue, by tokens
     input_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 3: grad_fc1_output @ fc1_weight + grad_residual, by tokens
-    weight_gemm: GemmConfig  # stage 4: x^T @ y over tokens (block_m x block_n output tiles)
+    weight_gemm: GemmConfig  # stage 4: fp32 a^T @ fp16 b over tokens (block_m: a's side of a tile, block_n: b's)
     sum_block_r: int  # rows per step of the final column sums
-    # From this many tokens on, where stage 2 is persistent (GemmConfig.programs_per_sm > 0), its
-    # epilogue rounds gelu_output to fp16 too, tile by tile, instead of stage 1's streaming pass
-    round_gelu_in_stage2_from: int
     # Up to this many tokens stages 3 and 4 (both need only stages 1 and 2) run concurrently in the
     # CUDA graph, so that each fills SMs the other leaves idle; beyond, one after the other
     overlap_stages_3_4_up_to: int
@@ -73,11 +70,8 @@ _HOPPER = LaunchPlan(
     # (results/layernorm_b170e77.json)
     layernorm_waves=4,
     layernorm_warps=4,  # 820 us vs 1608 with 8 warps at M=131072 (results/layernorm_897e45f.json)
-    # Stage 1 rounds gelu_output to fp16 for stage 4 (stage 4 reading the fp32 input took 2794 us vs
-    # 1069 at M=131072, results/stages_120d9f6.json; the copy was then in stage 2's epilogue, where
-    # it cost stage 2 as much as it now costs stage 1: results/gelu_590a2c0.json, PERFORMANCE.md v6).
-    # 8192-element chunks: 820 us vs 875 with 4096 at M=131072 (results/layernorm_897e45f.json);
-    # 32768 spills (1.8 KB of stack in stage 1)
+    # 8192-element chunks: 820 us vs 875 with 4096 at M=131072 (results/layernorm_897e45f.json, when
+    # stage 1 also rounded gelu_output in these chunks); 32768 spills (1.8 KB of stack in stage 1)
     fp16_chunk=8192,
     # Stage 2 persistent and fed by TMA. In the pipeline (profile_stages, CUPTI kernel times) 64x128
     # tiles, 3 stages, 3 programs per SM take 60 / 130 / 497 / 972 us at 7184 / 17312 / 69568 / 131072
@@ -110,17 +104,15 @@ _HOPPER = LaunchPlan(
         (4096, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)),
         (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)),
     ),
-    # 128x128x64, 4 warps, 4 stages: 781 us at M=131072 vs 864 with pointer loads
-    # (results/tma_7670f1e.json)
+    # Stage 4 reads the fp32 gelu_output and hidden_states (no fp16 copies), each weight gradient
+    # computed transposed with the fp32 tile as wgmma's register A operand. 128x128x64, 4 warps, 4
+    # stages, one program per tile over all tokens: the best deterministic variant of an isolated
+    # prototype, 1247 us at M=131072 (vs 862 for the fp16-copy kernel, which does not count the
+    # copies' cost in stages 1 and 2); the two faster variants (split-K, 993 and 1014 us) gave
+    # different results run to run (results/stage4_fp32_6caa1d8.json). PROTOTYPE: not yet measured
+    # in the pipeline.
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),
     sum_block_r=32,  # untuned (the sums read at most a few MB)
-    # gelu_output rounded by stage 2 (official timer, same run): 131072 tokens 3042 vs 3108 us (stage
-    # 2 +285, stage 1 -348), 17312: 432 vs 437 (results/gelu_copy_6147b7f.json); but 11384: 335 vs
-    # 298, 7516: 228 vs 198, 6824: 202 vs 186, 2984: 105 vs 92 (results/gelu_copy_mid_263f7ed.json).
-    # Those four token counts are not multiples of 16, and there the kernel takes 172 registers a
-    # thread (167 otherwise: bench/compile_check.py), too many for 3 programs on an SM; all
-    # workloads from 16384 tokens are multiples of 16.
-    round_gelu_in_stage2_from=16384,
     # Stages 3 and 4 concurrent vs in order (official timer, one run, results/overlap_6a1d1d9.json):
     # 128 tokens 22.9 vs 26.2 us, 422: 28.1 vs 32.6, 1163: 43.8 vs 50.3; from 2984 tokens both
     # kernels fill the GPU and in order is as fast or faster (2984: 94.4 vs 92.4, 7184: 192.7 vs
