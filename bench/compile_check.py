@@ -127,8 +127,6 @@ def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
     # the other entries of stages 2's and 3's by-token tile tables
     sizes += [n for table in (plan.gelu_gemm, plan.input_gemm) for limit, _ in table[:-1]
               for n in (limit + 16 - limit % 16, limit + 1)]
-    if plan.round_gelu_in_stage2_from != configs.ANY_TOKENS:  # stage 2 rounding gelu_output from there on
-        sizes += [plan.round_gelu_in_stage2_from, plan.round_gelu_in_stage2_from + 1]
     return [(tokens, launch) for tokens in dict.fromkeys(sizes) for launch in _launches(plan, tokens)]
 
 

@@ -40,7 +40,7 @@ SWEEPS = {"large": [
     *({"gelu_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"weight_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
-], "layernorm": [  # stage 1 streams ~23 KB a token: occupancy (registers) and bytes in flight
+], "layernorm": [  # stage 1 streams ~7 KB a token: occupancy (registers) and bytes in flight
     {"layernorm_block_m": 4}, {"layernorm_warps": 8}, {"layernorm_waves": 8}, {"layernorm_waves": 2},
     {"fp16_chunk": 4096}, {"fp16_chunk": 16384},  # 32768 spills (1.8 KB in stage 1)
 ], "input": [  # stage 3's tiles (TMA-fed) across token counts: 128x256 tiles leave SMs idle at few tokens
@@ -52,10 +52,6 @@ SWEEPS = {"large": [
         GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4), GemmConfig(64, 128, 32, 4, 4, programs_per_sm=3),
         GemmConfig(128, 64, 64, 4, 3, programs_per_sm=3), GemmConfig(64, 128, 64, 4, 3, programs_per_sm=2),
         GemmConfig(64, 128, 64, 4, 4, programs_per_sm=3))
-], "gelu_copy": [  # gelu_output rounded to fp16 by the persistent stage 2's epilogue at every size, or never
-    {"round_gelu_in_stage2_from": 0},
-    {"round_gelu_in_stage2_from": 0, "gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 3, programs_per_sm=2))},
-    {"round_gelu_in_stage2_from": configs.ANY_TOKENS},
 ], "few_tokens": [  # up to 1024 tokens: the larger token counts' tiles of stages 2 and 3 instead
     {"gelu_gemm": _DEFAULT.gelu_gemm[1:]}, {"input_gemm": _DEFAULT.input_gemm[1:]},
     {"gelu_gemm": _all_tokens(GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4))},

@@ -109,8 +109,9 @@ _HOPPER = LaunchPlan(
     # stages, one program per tile over all tokens: the best deterministic variant of an isolated
     # prototype, 1247 us at M=131072 (vs 862 for the fp16-copy kernel, which does not count the
     # copies' cost in stages 1 and 2); the two faster variants (split-K, 993 and 1014 us) gave
-    # different results run to run (results/stage4_fp32_6caa1d8.json). PROTOTYPE: not yet measured
-    # in the pipeline.
+    # different results run to run (stage4_fp32_6caa1d8.json, to be added to results/ by the lead).
+    # PROTOTYPE: not yet measured in the pipeline. One pipeline for both GEMMs: 160 KiB of shared
+    # memory (3 fp32 A buffers, 4 fp16 B buffers), 207 registers on sm_90 (bench/compile_check.py).
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),
     sum_block_r=32,  # untuned (the sums read at most a few MB)
     # Stages 3 and 4 concurrent vs in order (official timer, one run, results/overlap_6a1d1d9.json):
