@@ -29,7 +29,7 @@ from solution import configs
 from solution.configs import GemmConfig
 from solution.ffn_backward import run_with_plan
 
-def _all_tokens(c: GemmConfig) -> tuple:
+def _all_tokens(c) -> tuple:
     """A by-token table (configs.for_tokens) with one entry for every token count."""
     return ((configs.ANY_TOKENS, c),)
 
@@ -42,7 +42,7 @@ SWEEPS = {"large": [
     *({"weight_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
 ], "layernorm": [  # stage 1 streams ~7 KB a token: occupancy (registers) and bytes in flight
     {"layernorm_block_m": 4}, {"layernorm_warps": 8}, {"layernorm_waves": 8}, {"layernorm_waves": 2},
-    {"fp16_chunk": 4096}, {"fp16_chunk": 16384},  # 32768 spills (1.8 KB in stage 1)
+    {"fp16_chunk": _all_tokens(4096)}, {"fp16_chunk": _all_tokens(16384)},  # 32768 spills (1.8 KB in stage 1)
 ], "input": [  # stage 3's tiles (TMA-fed) across token counts: 128x256 tiles leave SMs idle at few tokens
     {"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 128, 64, 8, 4), GemmConfig(64, 256, 64, 8, 3),
                                              GemmConfig(64, 128, 64, 4, 4), GemmConfig(128, 128, 64, 4, 4),
@@ -53,13 +53,14 @@ SWEEPS = {"large": [
         GemmConfig(128, 64, 64, 4, 3, programs_per_sm=3), GemmConfig(64, 128, 64, 4, 3, programs_per_sm=2),
         GemmConfig(64, 128, 64, 4, 4, programs_per_sm=3))
 ], "few_tokens": [  # up to 1024 tokens: the larger token counts' tiles of stages 2 and 3 instead
-    {"gelu_gemm": _DEFAULT.gelu_gemm[1:]}, {"input_gemm": _DEFAULT.input_gemm[1:]},
+    {"gelu_gemm": _DEFAULT.gelu_gemm[-1:]}, {"input_gemm": _DEFAULT.input_gemm[1:]},
     {"gelu_gemm": _all_tokens(GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4))},
 ], "few_tokens_parallelism": [  # up to 1024 tokens stages 1-3 run a few programs each: more, smaller ones
-    {"fp16_chunk": 1024}, {"fp16_chunk": 2048}, {"fp16_chunk": 4096},  # stage 1's weight-rounding programs
+    *({"fp16_chunk": _all_tokens(n)} for n in (1024, 2048, 4096)),  # stage 1's weight-rounding programs
     *({"input_gemm": ((1024, c), *_DEFAULT.input_gemm[1:])}  # stage 3: 16 tiles of 64x64 at 128 tokens
       for c in (GemmConfig(64, 32, 128, 4, 3), GemmConfig(64, 32, 256, 4, 3), GemmConfig(64, 64, 256, 4, 3))),
-    {"gelu_gemm": ((1024, GemmConfig(64, 32, 64, 4, 3)), *_DEFAULT.gelu_gemm[1:])},  # stage 2: 64 tiles at 128
+    # stage 2: 64x32 tiles up to 256 tokens (64 programs at 128 tokens), or 64x64 (32) as before 6caa1d8
+    {"gelu_gemm": ((1024, GemmConfig(64, 64, 64, 4, 3)), *_DEFAULT.gelu_gemm[-1:])},
 ], "overlap": [  # stages 3 and 4 in the CUDA graph: in order, or concurrent at every token count
     {"overlap_stages_3_4_up_to": 0}, {"overlap_stages_3_4_up_to": configs.ANY_TOKENS},
 ]}
@@ -75,7 +76,7 @@ def _variant_name(overrides: dict) -> str:
     def fmt(v):
         if isinstance(v, GemmConfig):
             return _gemm_name(v)
-        if isinstance(v, tuple) and v and isinstance(v[-1][1], GemmConfig):  # a by-token table
+        if isinstance(v, tuple) and v and isinstance(v[-1], tuple) and v[-1][0] == configs.ANY_TOKENS:  # by tokens
             return "/".join(fmt(c) if limit == configs.ANY_TOKENS else f"<={limit}:{fmt(c)}" for limit, c in v)
         return str(v)
     return ",".join(f"{k}={fmt(v)}" for k, v in overrides.items())

@@ -390,6 +390,8 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
             value = tuple((limit, gemm(c)) for limit, c in value)
         elif f.name == "weight_gemm":
             value = gemm(value)
+        elif f.name == "fp16_chunk":  # one number for every token count before 6caa1d8's table
+            value = ((configs.ANY_TOKENS, value),) if isinstance(value, int) else tuple(map(tuple, value))
         known[f.name] = value
     return dataclasses.replace(default, **known)
 

@@ -38,7 +38,7 @@ class LaunchPlan:
     layernorm_block_m: int  # rows per LayerNorm-backward step
     layernorm_waves: int  # LayerNorm-backward programs per SM (each loops over row blocks)
     layernorm_warps: int  # warps of the stage-1 kernel
-    fp16_chunk: int  # elements of each weight that a stage-1 program rounds to fp16
+    fp16_chunk: tuple[tuple[int, int], ...]  # elements of each weight that a stage-1 program rounds to fp16, by tokens
     gelu_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 2: grad_residual @ fc2_weight, GELU epilogue, by tokens
     input_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 3: grad_fc1_output @ fc1_weight + grad_residual, by tokens
     weight_gemm: GemmConfig  # stage 4: fp32 a^T @ fp16 b over tokens (block_m: a's side of a tile, block_n: b's)
@@ -71,8 +71,12 @@ _HOPPER = LaunchPlan(
     layernorm_waves=4,
     layernorm_warps=4,  # 820 us vs 1608 with 8 warps at M=131072 (results/layernorm_897e45f.json)
     # 8192-element chunks: 820 us vs 875 with 4096 at M=131072 (results/layernorm_897e45f.json, when
-    # stage 1 also rounded gelu_output in these chunks); 32768 spills (1.8 KB of stack in stage 1)
-    fp16_chunk=8192,
+    # stage 1 also rounded gelu_output in these chunks); 32768 spills (1.8 KB of stack in stage 1). Up
+    # to 512 tokens 2048-element chunks (more, shorter programs: stage 1 is mostly the 12 MB of weight
+    # rounding there): 27.8 vs 29.1 us at 422 tokens, 23.0 vs 23.4 at 128; at 1163 they lose (47.3 vs
+    # 44.5; official timer, one run each, results/few_tokens_parallelism_6caa1d8.json, with stage 1
+    # still rounding gelu_output). 613 tokens keeps 8192 (not measured).
+    fp16_chunk=((512, 2048), (ANY_TOKENS, 8192)),
     # Stage 2 persistent and fed by TMA. In the pipeline (profile_stages, CUPTI kernel times) 64x128
     # tiles, 3 stages, 3 programs per SM take 60 / 130 / 497 / 972 us at 7184 / 17312 / 69568 / 131072
     # tokens, vs 65 / 151 / 547 / 1068 with 2 programs and 4 stages, 78 / 159 / 544 / 1070 in 128x256
@@ -109,7 +113,7 @@ _HOPPER = LaunchPlan(
     # stages, one program per tile over all tokens: the best deterministic variant of an isolated
     # prototype, 1247 us at M=131072 (vs 862 for the fp16-copy kernel, which does not count the
     # copies' cost in stages 1 and 2); the two faster variants (split-K, 993 and 1014 us) gave
-    # different results run to run (stage4_fp32_6caa1d8.json, to be added to results/ by the lead).
+    # different results run to run (results/stage4_fp32_6caa1d8.json).
     # PROTOTYPE: not yet measured in the pipeline. One pipeline for both GEMMs: 160 KiB of shared
     # memory (3 fp32 A buffers, 4 fp16 B buffers), 207 registers on sm_90 (bench/compile_check.py).
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),

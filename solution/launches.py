@@ -112,6 +112,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     sms = multiprocessor_count(device)
     row_programs = layernorm_row_programs(M, plan, sms)
     bias_partial_rows = triton.cdiv(M, g2.block_m)
+    chunk = for_tokens(plan.fp16_chunk, M)
 
     # the caller's tensors, as the kernels index them
     def caller(name: str, *shape: int) -> Buffer:
@@ -138,10 +139,10 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
                   bias_partials)
 
     stage1 = Launch(
-        layernorm_backward_kernel, row_programs + fp16_chunks(H, I, plan.fp16_chunk),
+        layernorm_backward_kernel, row_programs + fp16_chunks(H, I, chunk),
         (grad_output, normalized, var, ln_weight, Scalar("eps"), fc1_weight, fc2_weight,
          grad_residual, grad_residual_f16, fc1_weight_f16, fc2_weight_f16, ln_partials, M, row_programs),
-        dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=plan.fp16_chunk),
+        dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=chunk),
         dict(num_warps=plan.layernorm_warps), after=())
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)

@@ -93,12 +93,12 @@ def test_live_draw(batch_size, seq_len, device, nan_outputs, outputs_pass):
 
 
 BY_TOKEN_TABLES = [pytest.param(field, entry, id=f"{field}-{entry}")
-                   for field in ("gelu_gemm", "input_gemm") for entry in range(len(getattr(configs.PLANS["cpu"], field)))]
+                   for field in ("fp16_chunk", "gelu_gemm", "input_gemm") for entry in range(len(getattr(configs.PLANS["cpu"], field)))]
 
 
 @pytest.mark.parametrize("field, entry", BY_TOKEN_TABLES)
 def test_stage_tiles_by_tokens(field, entry, device, nan_outputs, outputs_pass):
-    """Every entry of the stages' by-token tile tables, on a small shape (rows past M masked)."""
+    """Every entry of the stages' by-token tables, on a small shape (rows past M masked)."""
     tiles = getattr(configs.launch_plan(device), field)[entry][1]
     inputs = draw(2, 37, device, seed=300 + entry)
     outputs = nan_outputs(2, 37, device)
