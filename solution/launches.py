@@ -23,7 +23,7 @@ from .configs import GemmConfig, LaunchPlan, for_tokens, multiprocessor_count
 from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
-from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
+from .weight_grad_gemm import weight_grad_fp32_kernel, weight_grad_kernel, weight_grad_programs
 
 WORKSPACE_ALIGNMENT = 256  # bytes
 
@@ -113,6 +113,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     row_programs = layernorm_row_programs(M, plan, sms)
     bias_partial_rows = triton.cdiv(M, g2.block_m)
     chunk = for_tokens(plan.fp16_chunk, M)
+    fp32_stage4 = M >= plan.stage4_reads_fp32_from  # else stage 1 copies hidden_states and gelu_output
 
     # the caller's tensors, as the kernels index them
     def caller(name: str, *shape: int) -> Buffer:
@@ -130,19 +131,23 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # intermediates
     grad_residual = Buffer("grad_residual", f32, (M, H))
     grad_residual_f16 = Buffer("grad_residual_f16", f16, (M, H))
+    hidden_states_f16 = None if fp32_stage4 else Buffer("hidden_states_f16", f16, (M, H))
+    gelu_output_f16 = None if fp32_stage4 else Buffer("gelu_output_f16", f16, (M, I))
     fc1_weight_f16 = Buffer("fc1_weight_f16", f16, (I, H))
     fc2_weight_f16 = Buffer("fc2_weight_f16", f16, (H, I))
     grad_fc1_output = Buffer("grad_fc1_output", f16, (M, I))
     ln_partials = Buffer("ln_partials", f32, (row_programs, 3, H))
     bias_partials = Buffer("bias_partials", f32, (bias_partial_rows, I))
-    workspaces = (grad_residual, grad_residual_f16, fc1_weight_f16, fc2_weight_f16, grad_fc1_output, ln_partials,
-                  bias_partials)
+    workspaces = tuple(w for w in (grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16,
+                                   fc1_weight_f16, fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials)
+                       if w is not None)
 
     stage1 = Launch(
-        layernorm_backward_kernel, row_programs + fp16_chunks(H, I, chunk),
-        (grad_output, normalized, var, ln_weight, Scalar("eps"), fc1_weight, fc2_weight,
-         grad_residual, grad_residual_f16, fc1_weight_f16, fc2_weight_f16, ln_partials, M, row_programs),
-        dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=chunk),
+        layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, not fp32_stage4),
+        (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 else hidden_states,
+         None if fp32_stage4 else gelu_output, fc1_weight, fc2_weight, grad_residual, grad_residual_f16,
+         hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16, ln_partials, M, row_programs),
+        dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=chunk, COPY_INPUTS=not fp32_stage4),
         dict(num_warps=plan.layernorm_warps), after=())
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
@@ -161,13 +166,20 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         (Tiles(grad_fc1_output, (g3.block_m, g3.block_k)), Tiles(fc1_weight_f16, (g3.block_k, g3.block_n)),
          Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, M),
         dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m), _gemm_options(g3), after=(1,))
-    # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently. Its A
-    # operands are the caller's fp32 gelu_output and hidden_states (block_m: the fp32 side of a tile)
+    # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
+    if fp32_stage4:  # the caller's fp32 gelu_output and hidden_states as A operands (block_m: their side)
+        kernel4 = weight_grad_fp32_kernel
+        gemm_operands4 = (
+            Tiles(gelu_output, (g4.block_k, g4.block_m)), Tiles(hidden_states, (g4.block_k, g4.block_m)),
+            Tiles(grad_residual_f16, (g4.block_k, g4.block_n)), Tiles(grad_fc1_output, (g4.block_k, g4.block_n)))
+    else:  # stage 1's fp16 copies
+        kernel4 = weight_grad_kernel
+        gemm_operands4 = (
+            Tiles(grad_residual_f16, (g4.block_k, g4.block_m)), Tiles(gelu_output_f16, (g4.block_k, g4.block_n)),
+            Tiles(grad_fc1_output, (g4.block_k, g4.block_m)), Tiles(hidden_states_f16, (g4.block_k, g4.block_n)))
     stage4 = Launch(
-        weight_grad_kernel, weight_grad_programs(H, I, g4.block_m, g4.block_n),
-        (Tiles(gelu_output, (g4.block_k, g4.block_m)), Tiles(hidden_states, (g4.block_k, g4.block_m)),
-         Tiles(grad_residual_f16, (g4.block_k, g4.block_n)), Tiles(grad_fc1_output, (g4.block_k, g4.block_n)),
-         ln_partials, row_programs, bias_partials, bias_partial_rows,
+        kernel4, weight_grad_programs(H, I, g4.block_m, g4.block_n),
+        (*gemm_operands4, ln_partials, row_programs, bias_partials, bias_partial_rows,
          grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, M),
         dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, SUM_BLOCK_R=plan.sum_block_r),
         _gemm_options(g4), after=(1,) if M <= plan.overlap_stages_3_4_up_to else (2,))

@@ -13,10 +13,12 @@ each row program keeps its own running sums and writes them to its row of `parti
 (partials[p] = [grad_ln_weight, grad_ln_bias, grad_fc2_bias] sums of program p), which stage 4
 reduces in a fixed order (deterministic).
 
-The same launch rounds both weights to fp16 once, so that the GEMM kernels read 16-bit weights:
-flat chunks of CHUNK elements of each, one chunk a program after the row programs. The fp32 inputs
-that stage 4 contracts over tokens (hidden_states, gelu_output) are not copied: stage 4 reads them
-as they are and rounds them in its tiles.
+The same launch rounds the other GEMM operands to fp16 once, so that the GEMM kernels read 16-bit
+operands: both weights as flat chunks of CHUNK elements (the programs after the row programs, one
+chunk each) and, with COPY_INPUTS (below configs.LaunchPlan.stage4_reads_fp32_from tokens), the
+inputs that stage 4 contracts over tokens: `hidden_states` in the row programs, alongside the
+LayerNorm rows, and `gelu_output` in further flat chunks. Without COPY_INPUTS stage 4 reads both
+fp32 inputs as they are and rounds them in its tiles.
 """
 
 import triton
@@ -31,12 +33,15 @@ def layernorm_backward_rows(
     var,  # (M,) fp32
     ln_weight,  # (H,) fp32
     eps,  # fp32 scalar
+    hidden_states,  # (M, H) fp32, if COPY_INPUTS (else None)
     grad_residual,  # out (M, H) fp32
     grad_residual_f16,  # out (M, H) fp16
+    hidden_states_f16,  # out (M, H) fp16, if COPY_INPUTS (else None)
     partials_row,  # out (3, H) fp32: this program's row of the partial sums
     M,
     H: tl.constexpr,
     BLOCK_M: tl.constexpr,
+    COPY_INPUTS: tl.constexpr,  # also round hidden_states to fp16
 ):
     cols = tl.arange(0, H)
     w = tl.load(ln_weight + cols)
@@ -56,6 +61,9 @@ def layernorm_backward_rows(
         dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])  # zero on masked rows
         tl.store(grad_residual + offsets, dx, mask=row_ok[:, None])
         tl.store(grad_residual_f16 + offsets, dx.to(tl.float16), mask=row_ok[:, None])
+        if COPY_INPUTS:
+            x = tl.load(hidden_states + offsets, mask=row_ok[:, None], other=0.0)
+            tl.store(hidden_states_f16 + offsets, x.to(tl.float16), mask=row_ok[:, None])
         sum_dy_xhat += tl.sum(dy * xhat, axis=0)
         sum_dy += tl.sum(dy, axis=0)
         sum_dx += tl.sum(dx, axis=0)
@@ -65,27 +73,38 @@ def layernorm_backward_rows(
 
 
 @triton.jit
-def round_weights_chunk(
-    chunk,  # in [0, fp16_chunks(H, I, BLOCK))
+def round_to_fp16_chunk(
+    chunk,  # in [0, fp16_chunks(M, H, I, BLOCK, copy_inputs)): the weight chunks, then any gelu_output ones
     fc1_weight,  # (I, H) fp32
     fc2_weight,  # (H, I) fp32
+    gelu_output,  # (M, I) fp32, if COPY_INPUTS (else None)
     fc1_weight_f16,  # out (I, H) fp16
     fc2_weight_f16,  # out (H, I) fp16
+    gelu_output_f16,  # out (M, I) fp16, if COPY_INPUTS (else None)
+    M,
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK: tl.constexpr,
+    COPY_INPUTS: tl.constexpr,  # chunks past the weights' round gelu_output
 ):
-    """BLOCK elements of each weight, rounded to fp16."""
-    tl.static_assert(H * I % BLOCK == 0, "the chunks must cover both weights")
-    offsets = chunk * BLOCK + tl.arange(0, BLOCK)
-    tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
-    tl.store(fc2_weight_f16 + offsets, tl.load(fc2_weight + offsets).to(tl.float16))
+    tl.static_assert(H * I % BLOCK == 0, "the weight chunks must cover both weights")
+    weight_chunks: tl.constexpr = H * I // BLOCK
+    if chunk < weight_chunks:  # BLOCK elements of each weight
+        offsets = chunk * BLOCK + tl.arange(0, BLOCK)
+        tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
+        tl.store(fc2_weight_f16 + offsets, tl.load(fc2_weight + offsets).to(tl.float16))
+    elif COPY_INPUTS:  # BLOCK elements of gelu_output, flat
+        # 64-bit: M * I passes 2^31 from 2^20 tokens on
+        flat = tl.cast(chunk - weight_chunks, tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        in_range = flat < tl.cast(M, tl.int64) * I
+        gelu = tl.load(gelu_output + flat, mask=in_range)
+        tl.store(gelu_output_f16 + flat, gelu.to(tl.float16), mask=in_range)
 
 
 @triton.jit
 def layernorm_backward_kernel(
-    grad_output, normalized, var, ln_weight, eps, fc1_weight, fc2_weight,
-    grad_residual, grad_residual_f16, fc1_weight_f16, fc2_weight_f16,
+    grad_output, normalized, var, ln_weight, eps, hidden_states, gelu_output, fc1_weight, fc2_weight,
+    grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16,
     partials,  # out (row_programs, 3, H) fp32
     M,
     row_programs,
@@ -93,16 +112,20 @@ def layernorm_backward_kernel(
     I: tl.constexpr,
     BLOCK_M: tl.constexpr,
     CHUNK: tl.constexpr,
+    COPY_INPUTS: tl.constexpr,  # also write hidden_states_f16 and gelu_output_f16 (else those are None)
 ):
-    """Programs [0, row_programs) take the rows; the rest round one chunk of each weight to fp16."""
+    """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16."""
     pid = tl.program_id(0)
     if pid < row_programs:
-        layernorm_backward_rows(pid, row_programs, grad_output, normalized, var, ln_weight, eps,
-                                grad_residual, grad_residual_f16, partials + pid * (3 * H), M, H, BLOCK_M)
+        layernorm_backward_rows(pid, row_programs, grad_output, normalized, var, ln_weight, eps, hidden_states,
+                                grad_residual, grad_residual_f16, hidden_states_f16, partials + pid * (3 * H),
+                                M, H, BLOCK_M, COPY_INPUTS)
     else:
-        round_weights_chunk(pid - row_programs, fc1_weight, fc2_weight, fc1_weight_f16, fc2_weight_f16, H, I, CHUNK)
+        round_to_fp16_chunk(pid - row_programs, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
+                            gelu_output_f16, M, H, I, CHUNK, COPY_INPUTS)
 
 
-def fp16_chunks(H: int, I: int, block: int) -> int:
-    """Programs of round_weights_chunk: BLOCK elements of each weight a program."""
-    return H * I // block
+def fp16_chunks(M: int, H: int, I: int, block: int, copy_inputs: bool) -> int:
+    """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk), then, when
+    stage 4 contracts fp16 copies, gelu_output."""
+    return H * I // block + (triton.cdiv(M * I, block) if copy_inputs else 0)
