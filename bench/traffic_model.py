@@ -12,9 +12,11 @@ elementwise work (LayerNorm, GELU') is not counted as FLOPs, its cost shows in t
 efficiency of stages 1 and 2. Tensor names are those of solution/launches.py (the caller's
 tensors and the workspaces); stage keys are the kernel names the CUPTI records use. The model is
 written independently of that launch description; tests/test_traffic_model.py checks the two agree.
-Stage 4 reads the fp32 gelu_output and hidden_states; the stored measurements ran the earlier layout
-with their fp16 copies (Fp16Copies), which the model also gives, for those rows and as the baseline
-of the leads.
+The model follows the plan's two layouts: from LaunchPlan.stage4_reads_fp32_from tokens on, stage 4
+(weight_grad_fp32_kernel) reads the fp32 gelu_output and hidden_states; below, stage 1 writes fp16
+copies of both and stage 4 (weight_grad_kernel) reads those. The stored measurements ran the copies
+at every token count, gelu_output's made in stage 2 from some size on (Fp16Copies), which the model
+also gives, for those rows and as the baseline of the leads.
 
 `predict` turns bytes and FLOPs into a time with efficiency factors measured on an H200
 (EFFICIENCY, each citing its results file): max(bytes / achieved bandwidth, FLOPs / achieved
@@ -45,7 +47,8 @@ LAYERNORM = "layernorm_backward_kernel"
 GELU_TILE = "gelu_backward_gemm_kernel"  # stage 2, a program per tile (few tokens)
 GELU_PERSISTENT = "gelu_backward_persistent_kernel"  # stage 2, persistent
 INPUT_GRAD = "input_grad_gemm_kernel"
-WEIGHT_GRAD = "weight_grad_kernel"
+WEIGHT_GRAD = "weight_grad_kernel"  # stage 4 on fp16 copies of gelu_output and hidden_states
+WEIGHT_GRAD_FP32 = "weight_grad_fp32_kernel"  # stage 4 on the fp32 inputs
 
 # Stage 1's tensors that its LayerNorm row programs move (the rest: the fp16 chunk programs)
 LAYERNORM_ROW_TENSORS = frozenset({"grad_output", "normalized", "var", "ln_weight", "hidden_states", "grad_residual",
@@ -54,15 +57,17 @@ LAYERNORM_ROW_TENSORS = frozenset({"grad_output", "normalized", "var", "ln_weigh
 
 @dataclass(frozen=True)
 class Fp16Copies:
-    """The layout before stage 4 read the fp32 inputs, which every stored measurement ran: stage 1
-    rounded hidden_states to fp16 in its row programs and gelu_output in its chunk programs (or, from
-    `gelu_in_stage2_from` tokens on where stage 2 is persistent, stage 2's epilogue did), and stage 4
-    read those copies (LaunchPlan.round_gelu_in_stage2_from of that time)."""
+    """The layout of every stored measurement, at every token count: stage 1 rounded hidden_states
+    to fp16 in its row programs and gelu_output in its chunk programs (or, from `gelu_in_stage2_from`
+    tokens on where stage 2 is persistent, stage 2's epilogue did), and stage 4 read those copies
+    (LaunchPlan.round_gelu_in_stage2_from of that time). Today's plan has the copies, made in stage 1,
+    below stage4_reads_fp32_from tokens only."""
 
     gelu_in_stage2_from: int
 
 
-MAIN_COPIES = Fp16Copies(gelu_in_stage2_from=16384)  # main's plan when this branch left it
+MAIN_COPIES = Fp16Copies(gelu_in_stage2_from=16384)  # main's plan before the hybrid stage 4
+COPIES_IN_STAGE1 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS)  # today's plan below stage4_reads_fp32_from
 
 
 class UsageError(Exception):
@@ -109,7 +114,8 @@ def stage2_kernel(tokens: int, plan: LaunchPlan) -> str:
 
 def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = None) -> dict[str, dict]:
     """Bytes and FLOPs of each stage of the shipped pipeline under `plan`, keyed by kernel name, in
-    launch order; with `copies`, of the earlier layout that measured the efficiencies below."""
+    launch order; with `copies`, of the earlier layout (fp16 copies at every token count) that
+    measured the efficiencies below."""
     M = tokens
     g2 = for_tokens(plan.gelu_gemm, M)
     bias_partials = fp32(math.ceil(M / g2.block_m), I)
@@ -134,7 +140,9 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
          "grad_ln_bias": fp32(H), "grad_fc2_bias": fp32(H), "grad_fc1_bias": fp32(I)},
         gemm_flops(H, I, M) + gemm_flops(I, H, M))
     stages = {LAYERNORM: layernorm, stage2_kernel(M, plan): gelu_backward, INPUT_GRAD: input_grad,
-              WEIGHT_GRAD: weight_grad}
+              WEIGHT_GRAD_FP32: weight_grad}
+    if copies is None and M < plan.stage4_reads_fp32_from:
+        copies = COPIES_IN_STAGE1
     return with_fp16_copies(stages, tokens, plan, copies) if copies else stages
 
 
@@ -150,7 +158,8 @@ def with_fp16_copies(stages: dict[str, dict], tokens: int, plan: LaunchPlan, cop
                              add_writes={"hidden_states_f16": fp16(M, H)})
     out[gelu_stage] = changed(out[gelu_stage], add_reads={"gelu_output": fp32(M, I)},
                               add_writes={"gelu_output_f16": fp16(M, I)})
-    out[WEIGHT_GRAD] = changed(out[WEIGHT_GRAD], reads=("gelu_output", "hidden_states"),
+    fp32_reads = out.pop(WEIGHT_GRAD_FP32)
+    out[WEIGHT_GRAD] = changed(fp32_reads, reads=("gelu_output", "hidden_states"),
                                add_reads={"gelu_output_f16": fp16(M, I), "hidden_states_f16": fp16(M, H)})
     return out
 
@@ -226,6 +235,11 @@ EFFICIENCY = {
     # 0.550 TFLOP in 791.1 us (results/overlap_6a1d1d9.json, default row); bandwidth never binds: stage 1's
     WEIGHT_GRAD: Efficiency(3.57, 720.0, "stage 4, 131072 tokens"),
 }
+# Stage 4 reading fp32 gelu_output (the transposed A operand), prototype: 1159 vs 763 us with the
+# fp16 copy at 131072 tokens (results/stage4_anatomy_6224ba6.json): its rate scaled by 763/1159
+STAGE4_FP32_PROTOTYPE_TFLOPS = EFFICIENCY[WEIGHT_GRAD].tflops * 763.4 / 1159.2
+EFFICIENCY[WEIGHT_GRAD_FP32] = Efficiency(3.57, STAGE4_FP32_PROTOTYPE_TFLOPS,
+                                          "isolated prototype's rate, not measured in the pipeline")
 # Stage 1's LayerNorm row programs alone (4 a SM, 8 rows a step) stream slower than its copy chunks:
 # 1.36 GB in 480.2 us without the gelu_output copy (results/overlap_6a1d1d9.json, 131072 tokens)
 LAYERNORM_ROWS_TBPS = 2.83
@@ -282,16 +296,14 @@ def call_ms(predicted: dict[str, dict], tokens: int, plan: LaunchPlan) -> float:
     """The call: stages one after the other, except stages 3 and 4 side by side where the plan runs them
     concurrently (then the longer of the two, each at its time alone: 128-1163 tokens agree within 2 us)."""
     ms = {kernel: p["ms"] for kernel, p in predicted.items()}
-    if tokens <= plan.overlap_stages_3_4_up_to and INPUT_GRAD in ms and WEIGHT_GRAD in ms:
-        return sum(ms.values()) - min(ms[INPUT_GRAD], ms[WEIGHT_GRAD])
+    stage4 = next((ms[k] for k in (WEIGHT_GRAD, WEIGHT_GRAD_FP32) if k in ms), None)
+    if tokens <= plan.overlap_stages_3_4_up_to and INPUT_GRAD in ms and stage4 is not None:
+        return sum(ms.values()) - min(ms[INPUT_GRAD], stage4)
     return sum(ms.values())
 
 
 # ---------------------------------------------------------------- issue 16's leads, as changed traffic
 
-# Stage 4 reading fp32 gelu_output (the transposed A operand), prototype: 1159 vs 763 us with the
-# fp16 copy at 131072 tokens (results/stage4_anatomy_6224ba6.json): its rate scaled by 763/1159
-STAGE4_FP32_PROTOTYPE_TFLOPS = EFFICIENCY[WEIGHT_GRAD].tflops * 763.4 / 1159.2
 FUSED = "stages 2+3 per row block"
 FUSED_BLOCK_M = 64  # token rows a program of the fused stages 2+3 owns (its fp16 grad_residual: 64 KB of shared memory)
 
@@ -327,19 +339,20 @@ def fused_stages_2_3(tokens: int, plan: LaunchPlan, stage2_tflops: float) -> dic
 def leads(tokens: int, plan: LaunchPlan) -> list[tuple[str, float, int]]:
     """(lead, predicted ms of the call with it, bytes it moves) for each of issue 16's leads, main's
     layout (fp16 copies) first. Stages in order (the leads concern 2984 tokens and more, where the
-    plan runs them so)."""
+    plan runs them so); every lead but main's with stage 4 on the fp32 inputs, whatever the plan's
+    threshold."""
+    plan = dataclasses.replace(plan, stage4_reads_fp32_from=0)
     stages = stage_traffic(tokens, plan)
     today = predict(tokens, plan)
 
     def sequential(changed: dict[str, dict], efficiency: dict[str, Efficiency] = EFFICIENCY) -> tuple[float, int]:
         return sum(p["ms"] for p in predict_stages(changed, tokens, plan, efficiency).values()), total(changed)["bytes"]
 
-    prototype = EFFICIENCY | {WEIGHT_GRAD: dataclasses.replace(EFFICIENCY[WEIGHT_GRAD],
-                                                                tflops=STAGE4_FP32_PROTOTYPE_TFLOPS)}
+    at_copies_rate = EFFICIENCY | {WEIGHT_GRAD_FP32: EFFICIENCY[WEIGHT_GRAD]}
     main = stage_traffic(tokens, plan, MAIN_COPIES)
     rows = [("main: fp16 copies of hidden_states, gelu_output for stage 4", *sequential(main)),
-            ("A. stage 4 reads fp32 (this branch), at main's stage-4 rate", *sequential(stages)),
-            ("A'. the same at the fp32 prototype's stage-4 rate", *sequential(stages, prototype)),
+            ("A. stage 4 reads fp32, at the fp16-copy kernel's stage-4 rate", *sequential(stages, at_copies_rate)),
+            ("A'. the same at the fp32 prototype's stage-4 rate", *sequential(stages)),
             ("C. stage 1 reduced to the LayerNorm rows (with A)", *sequential(layernorm_rows_only(tokens, plan)))]
     for label, rate in (("B. stages 2+3 per row block, stage 2's GEMM at its measured rate", EFFICIENCY[GELU_PERSISTENT].tflops),
                         ("B'. the same, both GEMMs at stage 3's rate", EFFICIENCY[INPUT_GRAD].tflops)):
