@@ -121,15 +121,48 @@ def test_unaligned_fc1_output(device, nan_outputs, outputs_pass):
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
-@pytest.mark.parametrize("programs_per_sm", [0, 2])
-def test_gelu_rounded_in_stage2(programs_per_sm, device, nan_outputs, outputs_pass):
-    """gelu_output rounded to fp16 by the persistent stage 2 instead of stage 1; the one-tile stage 2
-    leaves it to stage 1. Either way stage 4 must see every row of it (grad_fc2_weight)."""
-    gelu_gemm = dataclasses.replace(configs.launch_plan(device).gelu_gemm[-1][1], programs_per_sm=programs_per_sm)
-    plan = device_plan(device, round_gelu_in_stage2_from=0, gelu_gemm=((configs.ANY_TOKENS, gelu_gemm),))
-    inputs = draw(3, 29, device, seed=370 + programs_per_sm)
-    outputs = nan_outputs(3, 29, device)
-    call(inputs, outputs, plan)
+STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.ANY_TOKENS, id="stage4-reads-fp16-copies")]
+
+
+@pytest.mark.parametrize("reads_fp32_from", STAGE4_LAYOUTS)
+def test_stage4_layouts(reads_fp32_from, device, nan_outputs, outputs_pass):
+    """Both layouts on a small shape (rows past M masked): stage 4 on the fp32 gelu_output and
+    hidden_states, or on stage 1's fp16 copies of them."""
+    inputs = draw(2, 37, device, seed=320)
+    outputs = nan_outputs(2, 37, device)
+    call(inputs, outputs, device_plan(device, stage4_reads_fp32_from=reads_fp32_from))
+    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
+def test_stage4_layout_by_tokens():
+    """From stage4_reads_fp32_from tokens on, stage 4 reads the fp32 inputs and no fp16 copies of them
+    exist; one token fewer, stage 1 writes the copies (in more chunks) and stage 4 reads those."""
+    plan = configs.PLANS["cpu"]
+
+    def described(tokens: int):
+        return describe_call(Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
+
+    below, at = described(plan.stage4_reads_fp32_from - 1), described(plan.stage4_reads_fp32_from)
+    copies = {"hidden_states_f16", "gelu_output_f16"}
+    assert copies <= {w.name for w in below.workspaces} and not copies & {w.name for w in at.workspaces}
+    assert below.launches[0].constexprs["COPY_INPUTS"] and not at.launches[0].constexprs["COPY_INPUTS"]
+    assert below.launches[0].grid > at.launches[0].grid
+    assert below.launches[3].kernel.__name__ == "weight_grad_kernel"
+    assert at.launches[3].kernel.__name__ == "weight_grad_fp32_kernel"
+    assert {"gelu_output", "hidden_states"} <= at.tma_buffers and not {"gelu_output", "hidden_states"} & below.tma_buffers
+
+
+@pytest.mark.parametrize("name", ["gelu_output", "hidden_states"])
+def test_unaligned_stage4_fp32_operand(name, device, nan_outputs, outputs_pass):
+    """gelu_output or hidden_states at an address TMA cannot take (4 bytes past a 16-byte boundary):
+    stage 4 on the fp32 inputs, which reads both by TMA as its A operands, reads a copy."""
+    named = dict(zip(reference.INPUT_NAMES, draw(1, 19, device, seed=360)))
+    storage = torch.empty(named[name].numel() + 1, device=device)
+    unaligned = storage[1:].view_as(named[name]).copy_(named[name])
+    assert unaligned.data_ptr() % 16 != 0
+    inputs = replaced(tuple(named.values()), **{name: unaligned})
+    outputs = nan_outputs(1, 19, device)
+    call(inputs, outputs, device_plan(device, stage4_reads_fp32_from=0))
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
