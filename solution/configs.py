@@ -138,8 +138,8 @@ _HOPPER = LaunchPlan(
     # between runs there).
     overlap_stages_3_4_up_to=2048,
     # Stage 4 on the fp32 inputs vs on stage 1's fp16 copies (official timer, 2 interleaved rounds,
-    # us a call, copies -> fp32; stage4_fp32_operands_ab_446f215.json, to be added to results/ by
-    # the lead): 2984 tokens 94.0 -> 89.0, 7184: 192.2 -> 182.8, 17312: 423.5 -> 415.3, 131072: 2976
+    # us a call, copies -> fp32, the whole-branch A/B; results/stage4_fp32_operands_ab_446f215.json):
+    # 2984 tokens 94.0 -> 89.0, 7184: 192.2 -> 182.8, 17312: 423.5 -> 415.3, 131072: 2976
     # -> 2910; but 128: 21.75 -> 22.45 and 1163: 44.35 -> 49.4, where stages 3 and 4 run concurrently
     # and stage 4 on fp32 took 23.8 vs 16.9 us. The crossover between 1163 and 2984 tokens is not
     # located (no workload lies there); 2048 is where stages 3 and 4 stop running concurrently
