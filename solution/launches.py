@@ -6,7 +6,8 @@ so one description serves every call of that shape: the Triton interpreter resol
 (`resolve`), the CUDA graph to addresses written into the kernels' parameter blocks (graph.py).
 
 Workspaces (intermediates) are carved out of one allocation per call, each at a 256-byte boundary
-(TMA needs 16).
+(TMA needs 16). Their contents are garbage at the start of a call: where stage 3 splits K, its
+arrival counters are zeroed by stage 1 of the same call.
 """
 
 from __future__ import annotations
@@ -145,12 +146,19 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     bias_partials = Buffer("bias_partials", f32, (bias_partial_rows, I))
     workspaces = (grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16,
                   fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials)
+    # stage 3 split over K (g3.splits programs a tile): its partial tiles and arrival counters
+    tiles3 = triton.cdiv(M, g3.block_m) * (H // g3.block_n)
+    input_partials = input_arrivals = None
+    if g3.splits > 1:
+        input_partials = Buffer("input_partials", f32, (tiles3, g3.splits, g3.block_m, g3.block_n))
+        input_arrivals = Buffer("input_arrivals", torch.int32, (tiles3,))
+        workspaces += (input_partials, input_arrivals)
 
     stage1 = Launch(
         layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, not round_gelu),
         (grad_output, normalized, var, ln_weight, Scalar("eps"), hidden_states, gelu_output, fc1_weight, fc2_weight,
          grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16,
-         ln_partials, M, row_programs),
+         ln_partials, input_arrivals, M, row_programs, tiles3 if input_arrivals is not None else None),
         dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=chunk),
         dict(num_warps=plan.layernorm_warps), after=())
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
@@ -168,10 +176,10 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
              grad_fc1_output, gelu_output_f16 if round_gelu else None, bias_partials, M),
             dict(stage2_meta, ROUND_GELU=round_gelu), _gemm_options(g2), after=(0,))
     stage3 = Launch(
-        input_grad_gemm_kernel, triton.cdiv(M, g3.block_m) * (H // g3.block_n),
+        input_grad_gemm_kernel, tiles3 * g3.splits,
         (Tiles(grad_fc1_output, (g3.block_m, g3.block_k)), Tiles(fc1_weight_f16, (g3.block_k, g3.block_n)),
-         Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, M),
-        dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m), _gemm_options(g3), after=(1,))
+         Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, input_partials, input_arrivals, M),
+        dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m, SPLITS=g3.splits), _gemm_options(g3), after=(1,))
     # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
     stage4 = Launch(
         weight_grad_kernel, weight_grad_programs(H, I, g4.block_m, g4.block_n),
