@@ -1,8 +1,9 @@
 """Fingerprint the PTX of every kernel the solution launches, per GPU target, without a GPU.
 
 Two commits whose fingerprints are equal launch the same machine-independent code (debug line
-information and local labels are ignored), so a timing measured on one carries over to the other as
-far as the kernels go. Prints JSON: {arch: {kernel: {"sha1": ..., "lines": ...}}}.
+information, local labels and the kernel's own name are ignored: a renamed kernel keeps its
+fingerprint), so a timing measured on one carries over to the other as far as the kernels go.
+Prints JSON: {arch: {kernel: {"sha1": ..., "lines": ...}}}. (Files before session 10 kept the name in.)
 
     python bench/ptx_fingerprints.py > results/ptx_<commit>.json
 """
@@ -21,9 +22,11 @@ _DEBUG_LINE = re.compile(r"\s*(\.loc|\.file|//|\.section|\.b8|\.b32|\$L__tmp|\$L
 _LABEL = re.compile(r"\$L__\w+")
 
 
-def fingerprint(ptx: str) -> dict:
+def fingerprint(ptx: str, name: str = "") -> dict:
     code = "\n".join(line for line in ptx.splitlines() if not _DEBUG_LINE.match(line))
     code = _LABEL.sub("L", code)
+    if name:
+        code = code.replace(name, "KERNEL")
     return {"sha1": hashlib.sha1(code.encode()).hexdigest(), "lines": len(code.splitlines())}
 
 
@@ -33,7 +36,8 @@ def fingerprints() -> dict:
         result[arch] = {}
         for tokens, resolved in example_launches(configs.PLANS[arch]):
             compiled = compile_launch(resolved.launch, target)
-            result[arch][f"{resolved.launch.kernel.__name__} (M={tokens})"] = fingerprint(compiled.asm["ptx"])
+            name = resolved.launch.kernel.__name__
+            result[arch][f"{name} (M={tokens})"] = fingerprint(compiled.asm["ptx"], name)
     return result
 
 

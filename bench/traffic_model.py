@@ -41,7 +41,7 @@ H, I = 512, 2048  # hidden, intermediate
 SMS = 132  # H200 multiprocessors
 PEAK_TBPS = 4.8  # H200 HBM3e, datasheet
 PEAK_TFLOPS = 989.0  # H200 dense fp16 tensor cores, datasheet
-DTYPE_BYTES = {"float32": 4, "float16": 2}
+DTYPE_BYTES = {"float32": 4, "float16": 2, "int32": 4}
 
 LAYERNORM = "layernorm_backward_kernel"
 GELU_TILE = "gelu_backward_gemm_kernel"  # stage 2, a program per tile (few tokens)
@@ -112,6 +112,17 @@ def stage2_kernel(tokens: int, plan: LaunchPlan) -> str:
     return GELU_PERSISTENT if for_tokens(plan.gelu_gemm, tokens).programs_per_sm > 0 else GELU_TILE
 
 
+def split_k_workspaces(M: int, plan: LaunchPlan) -> tuple[dict, dict]:
+    """Where stage 3 splits K: its partial tiles (each written once, read back once by the tile's
+    last program) and arrival counters (zeroed by stage 1, counted up by stage 3), by name; else
+    nothing: (partials, counters)."""
+    g = for_tokens(plan.input_gemm, M)
+    if g.splits == 1:
+        return {}, {}
+    tiles = math.ceil(M / g.block_m) * (H // g.block_n)
+    return {"input_partials": fp32(tiles, g.splits, g.block_m, g.block_n)}, {"input_arrivals": tensor("int32", tiles)}
+
+
 def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = None) -> dict[str, dict]:
     """Bytes and FLOPs of each stage of the shipped pipeline under `plan`, keyed by kernel name, in
     launch order; with `copies`, of the earlier layout (fp16 copies at every token count) that
@@ -120,18 +131,20 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
     g2 = for_tokens(plan.gelu_gemm, M)
     bias_partials = fp32(math.ceil(M / g2.block_m), I)
     ln_partials = fp32(layernorm_programs(M, plan), 3, H)
+    split_partials, arrivals = split_k_workspaces(M, plan)
     layernorm = traffic(
         {"grad_output": fp32(M, H), "normalized": fp32(M, H), "var": fp32(M), "ln_weight": fp32(H),
          "fc1_weight": fp32(I, H), "fc2_weight": fp32(H, I)},
         {"grad_residual": fp32(M, H), "grad_residual_f16": fp16(M, H), "fc1_weight_f16": fp16(I, H),
-         "fc2_weight_f16": fp16(H, I), "ln_partials": ln_partials})
+         "fc2_weight_f16": fp16(H, I), "ln_partials": ln_partials, **arrivals})
     gelu_backward = traffic(
         {"grad_residual_f16": fp16(M, H), "fc2_weight_f16": fp16(H, I), "fc1_output": fp32(M, I)},
         {"grad_fc1_output": fp16(M, I), "bias_partials": bias_partials},
         gemm_flops(M, I, H))
     input_grad = traffic(
-        {"grad_fc1_output": fp16(M, I), "fc1_weight_f16": fp16(I, H), "grad_residual": fp32(M, H)},
-        {"grad_hidden_states": fp32(M, H)},
+        {"grad_fc1_output": fp16(M, I), "fc1_weight_f16": fp16(I, H), "grad_residual": fp32(M, H),
+         **split_partials, **arrivals},
+        {"grad_hidden_states": fp32(M, H), **split_partials, **arrivals},
         gemm_flops(M, H, I))
     weight_grad = traffic(
         {"gelu_output": fp32(M, I), "hidden_states": fp32(M, H), "grad_residual_f16": fp16(M, H),

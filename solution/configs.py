@@ -31,6 +31,9 @@ class GemmConfig:
     # kernel (TMA loads), n programs per SM looping over the tiles
     programs_per_sm: int = 0
     group_m: int = 8  # row tiles per column sweep (tiling.grouped_tile); untuned
+    # Stage 3 only: programs an output tile, each contracting I / splits of K (a whole number of
+    # block_k steps); the last to finish adds the partials in split order (input_grad_gemm.py)
+    splits: int = 1
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,17 @@ _HOPPER = LaunchPlan(
     # 5% (32 vs 34 us at 7184, 87 vs 83-84 at 17312, 271 vs 286-347 at 69568; results/input_6224ba6.json)
     # Up to 1024 tokens 64x64 tiles in 128-deep steps (with stage 2's small tiles above: the numbers
     # there; stage 3 alone 7 vs 9 us at 128-613 tokens).
+    # Up to 512 tokens K split over 4 programs a tile: untuned, predicted. At 128 tokens the 16 tiles
+    # each loop 16 K steps on 16 of the 132 SMs, 9.1 us beside stage 4's 6.7 (CUPTI, issue 17): stage 3
+    # is the call's critical path. Split in 4, 64 programs of 4 steps each, plus one 64x64 fp32 partial
+    # written and 4 read back by the last program a tile: predicted ~4-5 us, the call ~22.5 -> ~20.5 us
+    # (stage 4 then the critical path). 4, not 8: fewer programs compete with stage 4's 128, which run
+    # concurrently (96 KiB of shared memory a stage-3 program, 128 KiB a stage-4 one, of an SM's 228),
+    # and 4 K steps a program still fill the 3-stage pipeline, where 8 splits leave 2. Up to 512 tokens
+    # (at most 64 tiles): at most 256 programs, one wave at 2 an SM; 613 tokens' 80 tiles would take
+    # 320.
     input_gemm=(
+        (512, GemmConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3, splits=4)),
         (1024, GemmConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3)),
         (4096, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)),
         (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)),

@@ -6,7 +6,8 @@ so one description serves every call of that shape: the Triton interpreter resol
 (`resolve`), the CUDA graph to addresses written into the kernels' parameter blocks (graph.py).
 
 Workspaces (intermediates) are carved out of one allocation per call, each at a 256-byte boundary
-(TMA needs 16).
+(TMA needs 16). Their contents are garbage at the start of a call: where stage 3 splits K, its
+arrival counters are zeroed by stage 1 of the same call.
 """
 
 from __future__ import annotations
@@ -138,15 +139,23 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     grad_fc1_output = Buffer("grad_fc1_output", f16, (M, I))
     ln_partials = Buffer("ln_partials", f32, (row_programs, 3, H))
     bias_partials = Buffer("bias_partials", f32, (bias_partial_rows, I))
+    # stage 3 split over K (g3.splits programs a tile): its partial tiles and arrival counters
+    tiles3 = triton.cdiv(M, g3.block_m) * (H // g3.block_n)
+    input_partials = input_arrivals = None
+    if g3.splits > 1:
+        input_partials = Buffer("input_partials", f32, (tiles3, g3.splits, g3.block_m, g3.block_n))
+        input_arrivals = Buffer("input_arrivals", torch.int32, (tiles3,))
     workspaces = tuple(w for w in (grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16,
-                                   fc1_weight_f16, fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials)
+                                   fc1_weight_f16, fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials,
+                                   input_partials, input_arrivals)
                        if w is not None)
 
     stage1 = Launch(
         layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, not fp32_stage4),
         (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 else hidden_states,
          None if fp32_stage4 else gelu_output, fc1_weight, fc2_weight, grad_residual, grad_residual_f16,
-         hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16, ln_partials, M, row_programs),
+         hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16, ln_partials, input_arrivals, M,
+         row_programs, tiles3 if input_arrivals is not None else None),
         dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=chunk, COPY_INPUTS=not fp32_stage4),
         dict(num_warps=plan.layernorm_warps), after=())
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
@@ -162,10 +171,10 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
              Tiles(fc1_output, (g2.block_m, g2.block_n)), grad_fc1_output, bias_partials, M),
             stage2_meta, _gemm_options(g2), after=(0,))
     stage3 = Launch(
-        input_grad_gemm_kernel, triton.cdiv(M, g3.block_m) * (H // g3.block_n),
+        input_grad_gemm_kernel, tiles3 * g3.splits,
         (Tiles(grad_fc1_output, (g3.block_m, g3.block_k)), Tiles(fc1_weight_f16, (g3.block_k, g3.block_n)),
-         Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, M),
-        dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m), _gemm_options(g3), after=(1,))
+         Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, input_partials, input_arrivals, M),
+        dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m, SPLITS=g3.splits), _gemm_options(g3), after=(1,))
     # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
     if fp32_stage4:  # the caller's fp32 gelu_output and hidden_states as A operands (block_m: their side)
         kernel4 = weight_grad_fp32_kernel

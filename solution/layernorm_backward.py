@@ -18,7 +18,8 @@ operands: both weights as flat chunks of CHUNK elements (the programs after the 
 chunk each) and, with COPY_INPUTS (below configs.LaunchPlan.stage4_reads_fp32_from tokens), the
 inputs that stage 4 contracts over tokens: `hidden_states` in the row programs, alongside the
 LayerNorm rows, and `gelu_output` in further flat chunks. Without COPY_INPUTS stage 4 reads both
-fp32 inputs as they are and rounds them in its tiles.
+fp32 inputs as they are and rounds them in its tiles. Where stage 3 splits its K
+loop, the launch also zeroes stage 3's arrival counters.
 """
 
 import triton
@@ -106,16 +107,23 @@ def layernorm_backward_kernel(
     grad_output, normalized, var, ln_weight, eps, hidden_states, gelu_output, fc1_weight, fc2_weight,
     grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16,
     partials,  # out (row_programs, 3, H) fp32
+    arrivals,  # out (arrival_count,) int32: stage 3's arrival counters, where it splits K (else None)
     M,
     row_programs,
+    arrival_count,  # where stage 3 splits K (else None)
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK_M: tl.constexpr,
     CHUNK: tl.constexpr,
     COPY_INPUTS: tl.constexpr,  # also write hidden_states_f16 and gelu_output_f16 (else those are None)
 ):
-    """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16."""
+    """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16. Where stage 3
+    splits K, program p also zeroes its arrival counters p, p + programs, ... (input_grad_gemm.py):
+    every call, as the workspace comes uninitialized."""
     pid = tl.program_id(0)
+    if arrivals is not None:
+        for tile in range(pid, arrival_count, tl.num_programs(0)):
+            tl.store(arrivals + tile, 0)
     if pid < row_programs:
         layernorm_backward_rows(pid, row_programs, grad_output, normalized, var, ln_weight, eps, hidden_states,
                                 grad_residual, grad_residual_f16, hidden_states_f16, partials + pid * (3 * H),

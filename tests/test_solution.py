@@ -16,11 +16,10 @@ import torch
 import reference
 from reference.fixtures import FIXTURE_TOLERANCE
 from solution import configs
-from solution.arguments import MIN_SIZE
+from solution.arguments import MIN_SIZE, TENSOR_NAMES, Dims, check_arguments
 from solution.ffn_backward import run as solution_run
 from solution.ffn_backward import run_with_plan
-from solution.launches import describe_call
-from solution.arguments import Dims
+from solution.launches import Buffer, describe_call, launch_in_order, workspace_views
 
 # Live draws are compared with the reference on the same inputs under FIXTURE_TOLERANCE, the tightest
 # official tolerance (B1xS131's: atol 0.028, rtol 1e-3, 99 % matched; the smallest workload, B1xS128,
@@ -104,6 +103,80 @@ def test_stage_tiles_by_tokens(field, entry, device, nan_outputs, outputs_pass):
     outputs = nan_outputs(2, 37, device)
     call(inputs, outputs, device_plan(device, **{field: ((configs.ANY_TOKENS, tiles),)}))
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
+def split_k_plan(device: torch.device, splits: int) -> configs.LaunchPlan:
+    """The device's plan with stage 3 in its smallest tiles at every token count, K split over
+    `splits` programs a tile."""
+    small = configs.launch_plan(device).input_gemm[0][1]
+    return device_plan(device, input_gemm=((configs.ANY_TOKENS, dataclasses.replace(small, splits=splits)),))
+
+
+@pytest.mark.parametrize("batch_size, seq_len, splits", [pytest.param(2, 37, 4, id="74-tokens-partial-row-tile"),
+                                                         pytest.param(1, 128, 8, id="128-tokens-whole-row-tiles")])
+def test_stage3_split_k(batch_size, seq_len, splits, device, nan_outputs, outputs_pass):
+    """Stage 3's K loop split over programs: the reference's results, and bit for bit the same in
+    two calls (the last program of a tile adds the partials in split order, not arrival order)."""
+    plan = split_k_plan(device, splits)
+    inputs = draw(batch_size, seq_len, device, seed=390 + splits)
+    first, second = nan_outputs(batch_size, seq_len, device), nan_outputs(batch_size, seq_len, device)
+    call(inputs, first, plan)
+    call(inputs, second, plan)
+    outputs_pass(first, reference_outputs(inputs), LIVE_TOLERANCE)
+    assert torch.equal(first["grad_hidden_states"], second["grad_hidden_states"])
+
+
+@pytest.mark.gpu
+def test_stage3_split_k_is_deterministic_on_gpu(device, nan_outputs):
+    """On a GPU the programs of a tile finish in any order: 20 calls (CUDA graph) at 128 tokens, K
+    split in 4, give bit-identical grad_hidden_states."""
+    plan = split_k_plan(device, 4)
+    inputs = draw(1, 128, device, seed=396)
+    outputs = nan_outputs(1, 128, device)
+    call(inputs, outputs, plan)
+    first = outputs["grad_hidden_states"].clone()
+    for _ in range(20):
+        outputs["grad_hidden_states"].fill_(float("nan"))
+        call(inputs, outputs, plan)
+        assert torch.equal(outputs["grad_hidden_states"], first)
+
+
+def test_stage3_arrival_counters_zeroed_each_call(device, nan_outputs, outputs_pass):
+    """Stage 3's split-K arrival counters start from zero whatever the workspace held (stage 1 of
+    the same call zeroes them): a workspace of 0x7f bytes, where counters left as found would never
+    reach SPLITS - 1 and no tile would be stored."""
+    plan = split_k_plan(device, 4)
+    inputs = draw(1, 50, device, seed=395)
+    outputs = nan_outputs(1, 50, device)
+    named = dict(zip(reference.INPUT_NAMES, inputs))
+    eps = named.pop("eps")
+    tensors = {**named, **outputs}
+    dims, _, _ = check_arguments(tuple(tensors[name] for name in TENSOR_NAMES), eps)
+    described = describe_call(dims, plan)
+    assert "input_arrivals" in dict(described.workspace_offsets)
+    garbage = torch.full((described.workspace_bytes,), 0x7F, dtype=torch.uint8, device=device)
+    launch_in_order(described, {**tensors, **workspace_views(described, garbage)}, float(eps))
+    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
+@pytest.mark.parametrize("splits", [1, 4])
+def test_stage3_split_k_launch(splits):
+    """Split over K, stage 3 runs `splits` programs a tile, with a workspace of partial tiles and
+    one of arrival counters that stage 1 zeroes; unsplit, neither exists and no kernel gets them
+    (the unsplit kernels compile as before the split)."""
+    plan = split_k_plan(torch.device("cpu"), splits)
+    described = describe_call(Dims(tokens=100, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
+    stage1, _, stage3, _ = described.launches
+    tiles = 2 * 512 // 64
+    workspaces = {w.name: w for w in described.workspaces}
+    assert stage3.grid == tiles * splits and stage3.constexprs["SPLITS"] == splits
+    if splits == 1:
+        assert not {"input_partials", "input_arrivals"} & workspaces.keys()
+        assert stage3.args[4:6] == (None, None) and stage1.args[-4] is None and stage1.args[-1] is None
+    else:
+        assert workspaces["input_partials"].shape == (tiles, splits, 64, 64)
+        assert workspaces["input_arrivals"] == Buffer("input_arrivals", torch.int32, (tiles,))
+        assert stage3.args[5] is stage1.args[-4] is workspaces["input_arrivals"] and stage1.args[-1] == tiles
 
 
 def test_unaligned_fc1_output(device, nan_outputs, outputs_pass):
