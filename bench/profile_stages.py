@@ -40,7 +40,7 @@ SWEEPS = {"large": [
     *({"gelu_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"weight_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
-], "layernorm": [  # stage 1 streams ~23 KB a token: occupancy (registers) and bytes in flight
+], "layernorm": [  # stage 1 streams ~7 KB a token (~23 KB with the copies below 2048): occupancy and bytes in flight
     {"layernorm_block_m": 4}, {"layernorm_warps": 8}, {"layernorm_waves": 8}, {"layernorm_waves": 2},
     {"fp16_chunk": _all_tokens(4096)}, {"fp16_chunk": _all_tokens(16384)},  # 32768 spills (1.8 KB in stage 1)
 ], "input": [  # stage 3's tiles (TMA-fed) across token counts: 128x256 tiles leave SMs idle at few tokens
@@ -52,10 +52,6 @@ SWEEPS = {"large": [
         GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4), GemmConfig(64, 128, 32, 4, 4, programs_per_sm=3),
         GemmConfig(128, 64, 64, 4, 3, programs_per_sm=3), GemmConfig(64, 128, 64, 4, 3, programs_per_sm=2),
         GemmConfig(64, 128, 64, 4, 4, programs_per_sm=3))
-], "gelu_copy": [  # gelu_output rounded to fp16 by the persistent stage 2's epilogue at every size, or never
-    {"round_gelu_in_stage2_from": 0},
-    {"round_gelu_in_stage2_from": 0, "gelu_gemm": _all_tokens(GemmConfig(64, 128, 64, 4, 3, programs_per_sm=2))},
-    {"round_gelu_in_stage2_from": configs.ANY_TOKENS},
 ], "few_tokens": [  # up to 1024 tokens: the larger token counts' tiles of stages 2 and 3 instead
     {"gelu_gemm": _DEFAULT.gelu_gemm[-1:]}, {"input_gemm": _DEFAULT.input_gemm[1:]},
     {"gelu_gemm": _all_tokens(GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4))},
@@ -65,6 +61,8 @@ SWEEPS = {"large": [
       for c in (GemmConfig(64, 32, 128, 4, 3), GemmConfig(64, 32, 256, 4, 3), GemmConfig(64, 64, 256, 4, 3))),
     # stage 2: 64x32 tiles up to 256 tokens (64 programs at 128 tokens), or 64x64 (32) as before 6caa1d8
     {"gelu_gemm": ((1024, GemmConfig(64, 64, 64, 4, 3)), *_DEFAULT.gelu_gemm[-1:])},
+], "stage4_layout": [  # stage 4 on the fp32 gelu_output and hidden_states, or on stage 1's fp16 copies, at every size
+    {"stage4_reads_fp32_from": 0}, {"stage4_reads_fp32_from": configs.ANY_TOKENS},
 ], "overlap": [  # stages 3 and 4 in the CUDA graph: in order, or concurrent at every token count
     {"overlap_stages_3_4_up_to": 0}, {"overlap_stages_3_4_up_to": configs.ANY_TOKENS},
 ]}

@@ -12,6 +12,11 @@ elementwise work (LayerNorm, GELU') is not counted as FLOPs, its cost shows in t
 efficiency of stages 1 and 2. Tensor names are those of solution/launches.py (the caller's
 tensors and the workspaces); stage keys are the kernel names the CUPTI records use. The model is
 written independently of that launch description; tests/test_traffic_model.py checks the two agree.
+The model follows the plan's two layouts: from LaunchPlan.stage4_reads_fp32_from tokens on, stage 4
+(weight_grad_fp32_kernel) reads the fp32 gelu_output and hidden_states; below, stage 1 writes fp16
+copies of both and stage 4 (weight_grad_kernel) reads those. The stored measurements ran the copies
+at every token count, gelu_output's made in stage 2 from some size on (Fp16Copies), which the model
+also gives, for those rows and as the baseline of the leads.
 
 `predict` turns bytes and FLOPs into a time with efficiency factors measured on an H200
 (EFFICIENCY, each citing its results file): max(bytes / achieved bandwidth, FLOPs / achieved
@@ -30,23 +35,39 @@ from pathlib import Path
 
 from solution import configs
 from solution.configs import GemmConfig, LaunchPlan, for_tokens
-from solution.launches import layernorm_row_programs, stage2_rounds_gelu
+from solution.launches import layernorm_row_programs
 
 H, I = 512, 2048  # hidden, intermediate
 SMS = 132  # H200 multiprocessors
 PEAK_TBPS = 4.8  # H200 HBM3e, datasheet
 PEAK_TFLOPS = 989.0  # H200 dense fp16 tensor cores, datasheet
-DTYPE_BYTES = {"float32": 4, "float16": 2}
+DTYPE_BYTES = {"float32": 4, "float16": 2, "int32": 4}
 
 LAYERNORM = "layernorm_backward_kernel"
 GELU_TILE = "gelu_backward_gemm_kernel"  # stage 2, a program per tile (few tokens)
 GELU_PERSISTENT = "gelu_backward_persistent_kernel"  # stage 2, persistent
 INPUT_GRAD = "input_grad_gemm_kernel"
-WEIGHT_GRAD = "weight_grad_kernel"
+WEIGHT_GRAD = "weight_grad_kernel"  # stage 4 on fp16 copies of gelu_output and hidden_states
+WEIGHT_GRAD_FP32 = "weight_grad_fp32_kernel"  # stage 4 on the fp32 inputs
 
 # Stage 1's tensors that its LayerNorm row programs move (the rest: the fp16 chunk programs)
 LAYERNORM_ROW_TENSORS = frozenset({"grad_output", "normalized", "var", "ln_weight", "hidden_states", "grad_residual",
                                    "grad_residual_f16", "hidden_states_f16", "ln_partials"})
+
+
+@dataclass(frozen=True)
+class Fp16Copies:
+    """The layout of every stored measurement, at every token count: stage 1 rounded hidden_states
+    to fp16 in its row programs and gelu_output in its chunk programs (or, from `gelu_in_stage2_from`
+    tokens on where stage 2 is persistent, stage 2's epilogue did), and stage 4 read those copies
+    (LaunchPlan.round_gelu_in_stage2_from of that time). Today's plan has the copies, made in stage 1,
+    below stage4_reads_fp32_from tokens only."""
+
+    gelu_in_stage2_from: int
+
+
+MAIN_COPIES = Fp16Copies(gelu_in_stage2_from=16384)  # main's plan before the hybrid stage 4
+COPIES_IN_STAGE1 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS)  # today's plan below stage4_reads_fp32_from
 
 
 class UsageError(Exception):
@@ -72,6 +93,12 @@ def traffic(reads: dict, writes: dict, flops: int = 0) -> dict:
     return {"bytes": moved, "flops": flops, "reads": reads, "writes": writes}
 
 
+def changed(t: dict, reads=(), writes=(), add_reads: dict | None = None, add_writes: dict | None = None) -> dict:
+    """Stage entry `t` with some tensors no longer read or written, and others read or written instead."""
+    return traffic({n: x for n, x in t["reads"].items() if n not in reads} | (add_reads or {}),
+                   {n: x for n, x in t["writes"].items() if n not in writes} | (add_writes or {}), t["flops"])
+
+
 def gemm_flops(m: int, n: int, k: int) -> int:
     return 2 * m * n * k
 
@@ -85,43 +112,69 @@ def stage2_kernel(tokens: int, plan: LaunchPlan) -> str:
     return GELU_PERSISTENT if for_tokens(plan.gelu_gemm, tokens).programs_per_sm > 0 else GELU_TILE
 
 
-def gelu_copy(M: int) -> tuple[dict, dict]:
-    """The fp16 staging copy of gelu_output for stage 4: (reads, writes)."""
-    return {"gelu_output": fp32(M, I)}, {"gelu_output_f16": fp16(M, I)}
+def split_k_workspaces(M: int, plan: LaunchPlan) -> tuple[dict, dict]:
+    """Where stage 3 splits K: its partial tiles (each written once, read back once by the tile's
+    last program) and arrival counters (zeroed by stage 1, counted up by stage 3), by name; else
+    nothing: (partials, counters)."""
+    g = for_tokens(plan.input_gemm, M)
+    if g.splits == 1:
+        return {}, {}
+    tiles = math.ceil(M / g.block_m) * (H // g.block_n)
+    return {"input_partials": fp32(tiles, g.splits, g.block_m, g.block_n)}, {"input_arrivals": tensor("int32", tiles)}
 
 
-def stage_traffic(tokens: int, plan: LaunchPlan) -> dict[str, dict]:
-    """Bytes and FLOPs of each stage of the shipped pipeline under `plan`, keyed by kernel name, in launch order."""
+def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = None) -> dict[str, dict]:
+    """Bytes and FLOPs of each stage of the shipped pipeline under `plan`, keyed by kernel name, in
+    launch order; with `copies`, of the earlier layout (fp16 copies at every token count) that
+    measured the efficiencies below."""
     M = tokens
     g2 = for_tokens(plan.gelu_gemm, M)
     bias_partials = fp32(math.ceil(M / g2.block_m), I)
     ln_partials = fp32(layernorm_programs(M, plan), 3, H)
-    copy_reads, copy_writes = gelu_copy(M)
-    in_stage2 = stage2_rounds_gelu(M, plan)
+    split_partials, arrivals = split_k_workspaces(M, plan)
     layernorm = traffic(
         {"grad_output": fp32(M, H), "normalized": fp32(M, H), "var": fp32(M), "ln_weight": fp32(H),
-         "hidden_states": fp32(M, H), "fc1_weight": fp32(I, H), "fc2_weight": fp32(H, I),
-         **({} if in_stage2 else copy_reads)},
-        {"grad_residual": fp32(M, H), "grad_residual_f16": fp16(M, H), "hidden_states_f16": fp16(M, H),
-         "fc1_weight_f16": fp16(I, H), "fc2_weight_f16": fp16(H, I), "ln_partials": ln_partials,
-         **({} if in_stage2 else copy_writes)})
+         "fc1_weight": fp32(I, H), "fc2_weight": fp32(H, I)},
+        {"grad_residual": fp32(M, H), "grad_residual_f16": fp16(M, H), "fc1_weight_f16": fp16(I, H),
+         "fc2_weight_f16": fp16(H, I), "ln_partials": ln_partials, **arrivals})
     gelu_backward = traffic(
-        {"grad_residual_f16": fp16(M, H), "fc2_weight_f16": fp16(H, I), "fc1_output": fp32(M, I),
-         **(copy_reads if in_stage2 else {})},
-        {"grad_fc1_output": fp16(M, I), "bias_partials": bias_partials, **(copy_writes if in_stage2 else {})},
+        {"grad_residual_f16": fp16(M, H), "fc2_weight_f16": fp16(H, I), "fc1_output": fp32(M, I)},
+        {"grad_fc1_output": fp16(M, I), "bias_partials": bias_partials},
         gemm_flops(M, I, H))
     input_grad = traffic(
-        {"grad_fc1_output": fp16(M, I), "fc1_weight_f16": fp16(I, H), "grad_residual": fp32(M, H)},
-        {"grad_hidden_states": fp32(M, H)},
+        {"grad_fc1_output": fp16(M, I), "fc1_weight_f16": fp16(I, H), "grad_residual": fp32(M, H),
+         **split_partials, **arrivals},
+        {"grad_hidden_states": fp32(M, H), **split_partials, **arrivals},
         gemm_flops(M, H, I))
     weight_grad = traffic(
-        {"grad_residual_f16": fp16(M, H), "gelu_output_f16": fp16(M, I), "grad_fc1_output": fp16(M, I),
-         "hidden_states_f16": fp16(M, H), "ln_partials": ln_partials, "bias_partials": bias_partials},
+        {"gelu_output": fp32(M, I), "hidden_states": fp32(M, H), "grad_residual_f16": fp16(M, H),
+         "grad_fc1_output": fp16(M, I), "ln_partials": ln_partials, "bias_partials": bias_partials},
         {"grad_fc2_weight": fp32(H, I), "grad_fc1_weight": fp32(I, H), "grad_ln_weight": fp32(H),
          "grad_ln_bias": fp32(H), "grad_fc2_bias": fp32(H), "grad_fc1_bias": fp32(I)},
         gemm_flops(H, I, M) + gemm_flops(I, H, M))
-    return {LAYERNORM: layernorm, stage2_kernel(M, plan): gelu_backward, INPUT_GRAD: input_grad,
-            WEIGHT_GRAD: weight_grad}
+    stages = {LAYERNORM: layernorm, stage2_kernel(M, plan): gelu_backward, INPUT_GRAD: input_grad,
+              WEIGHT_GRAD_FP32: weight_grad}
+    if copies is None and M < plan.stage4_reads_fp32_from:
+        copies = COPIES_IN_STAGE1
+    return with_fp16_copies(stages, tokens, plan, copies) if copies else stages
+
+
+def with_fp16_copies(stages: dict[str, dict], tokens: int, plan: LaunchPlan, copies: Fp16Copies) -> dict[str, dict]:
+    """`stages` as the earlier layout ran them: hidden_states and gelu_output copied to fp16 (stage 1,
+    or stage 2 for gelu_output) and stage 4 reading the copies instead of the fp32 inputs."""
+    M = tokens
+    gelu_stage = LAYERNORM
+    if M >= copies.gelu_in_stage2_from and for_tokens(plan.gelu_gemm, M).programs_per_sm > 0:
+        gelu_stage = GELU_PERSISTENT
+    out = dict(stages)
+    out[LAYERNORM] = changed(out[LAYERNORM], add_reads={"hidden_states": fp32(M, H)},
+                             add_writes={"hidden_states_f16": fp16(M, H)})
+    out[gelu_stage] = changed(out[gelu_stage], add_reads={"gelu_output": fp32(M, I)},
+                              add_writes={"gelu_output_f16": fp16(M, I)})
+    fp32_reads = out.pop(WEIGHT_GRAD_FP32)
+    out[WEIGHT_GRAD] = changed(fp32_reads, reads=("gelu_output", "hidden_states"),
+                               add_reads={"gelu_output_f16": fp16(M, I), "hidden_states_f16": fp16(M, H)})
+    return out
 
 
 def minimum_traffic(tokens: int) -> dict:
@@ -179,6 +232,9 @@ class Efficiency:
 
 # Fitted at 131072 tokens (per-kernel CUPTI medians, the latency below subtracted, TFLOP/s scaled to
 # full waves); the mid sizes (2984-17312 tokens) are the check, not the fit (docs/traffic_model.md).
+# All measured with the fp16 copies (Fp16Copies): stage 4's rate is that of the kernel reading them;
+# the fp32-reading stage 4 is not measured in the pipeline (STAGE4_FP32_PROTOTYPE_TFLOPS below: an
+# isolated prototype's).
 EFFICIENCY = {
     # 2.97 GB with the gelu_output copy in 836.1 us (results/gelu_copy_6147b7f.json, default row)
     LAYERNORM: Efficiency(3.57, 0.0, "stage 1 with its fp16 copies, 131072 tokens"),
@@ -192,6 +248,11 @@ EFFICIENCY = {
     # 0.550 TFLOP in 791.1 us (results/overlap_6a1d1d9.json, default row); bandwidth never binds: stage 1's
     WEIGHT_GRAD: Efficiency(3.57, 720.0, "stage 4, 131072 tokens"),
 }
+# Stage 4 reading fp32 gelu_output (the transposed A operand), prototype: 1159 vs 763 us with the
+# fp16 copy at 131072 tokens (results/stage4_anatomy_6224ba6.json): its rate scaled by 763/1159
+STAGE4_FP32_PROTOTYPE_TFLOPS = EFFICIENCY[WEIGHT_GRAD].tflops * 763.4 / 1159.2
+EFFICIENCY[WEIGHT_GRAD_FP32] = Efficiency(3.57, STAGE4_FP32_PROTOTYPE_TFLOPS,
+                                          "isolated prototype's rate, not measured in the pipeline")
 # Stage 1's LayerNorm row programs alone (4 a SM, 8 rows a step) stream slower than its copy chunks:
 # 1.36 GB in 480.2 us without the gelu_output copy (results/overlap_6a1d1d9.json, 131072 tokens)
 LAYERNORM_ROWS_TBPS = 2.83
@@ -232,9 +293,10 @@ def predict_stage(kernel: str, t: dict, tiles: int, efficiency: dict[str, Effici
     return {"ms": floors[bound] + LATENCY_MS, "bound": bound, **{f"{k}_ms": v for k, v in floors.items()}}
 
 
-def predict(tokens: int, plan: LaunchPlan, efficiency: dict[str, Efficiency] = EFFICIENCY) -> dict[str, dict]:
+def predict(tokens: int, plan: LaunchPlan, efficiency: dict[str, Efficiency] = EFFICIENCY, *,
+            copies: Fp16Copies | None = None) -> dict[str, dict]:
     """Predicted time of each stage (kernel name -> {"ms", "bound", and its floors "memory_ms", ...})."""
-    return predict_stages(stage_traffic(tokens, plan), tokens, plan, efficiency)
+    return predict_stages(stage_traffic(tokens, plan, copies), tokens, plan, efficiency)
 
 
 def predict_stages(stages: dict[str, dict], tokens: int, plan: LaunchPlan,
@@ -247,45 +309,26 @@ def call_ms(predicted: dict[str, dict], tokens: int, plan: LaunchPlan) -> float:
     """The call: stages one after the other, except stages 3 and 4 side by side where the plan runs them
     concurrently (then the longer of the two, each at its time alone: 128-1163 tokens agree within 2 us)."""
     ms = {kernel: p["ms"] for kernel, p in predicted.items()}
-    if tokens <= plan.overlap_stages_3_4_up_to and INPUT_GRAD in ms and WEIGHT_GRAD in ms:
-        return sum(ms.values()) - min(ms[INPUT_GRAD], ms[WEIGHT_GRAD])
+    stage4 = next((ms[k] for k in (WEIGHT_GRAD, WEIGHT_GRAD_FP32) if k in ms), None)
+    if tokens <= plan.overlap_stages_3_4_up_to and INPUT_GRAD in ms and stage4 is not None:
+        return sum(ms.values()) - min(ms[INPUT_GRAD], stage4)
     return sum(ms.values())
 
 
 # ---------------------------------------------------------------- issue 16's leads, as changed traffic
 
-# Stage 4 reading fp32 gelu_output (the transposed A operand), prototype: 1159 vs 763 us with the
-# fp16 copy at 131072 tokens (results/stage4_anatomy_6224ba6.json): its rate scaled by 763/1159
-STAGE4_FP32_PROTOTYPE_TFLOPS = EFFICIENCY[WEIGHT_GRAD].tflops * 763.4 / 1159.2
 FUSED = "stages 2+3 per row block"
 FUSED_BLOCK_M = 64  # token rows a program of the fused stages 2+3 owns (its fp16 grad_residual: 64 KB of shared memory)
 
 
-def without(t: dict, reads=(), writes=(), add_reads: dict | None = None) -> dict:
-    """Stage entry `t` with some tensors no longer read or written, and others read instead."""
-    return traffic({n: x for n, x in t["reads"].items() if n not in reads} | (add_reads or {}),
-                   {n: x for n, x in t["writes"].items() if n not in writes}, t["flops"])
-
-
-def stage4_reads_fp32(tokens: int, plan: LaunchPlan) -> dict[str, dict]:
-    """Stage 4 reads gelu_output and hidden_states in fp32: nobody writes or reads their fp16 copies."""
-    copies = ("gelu_output_f16", "hidden_states_f16")
-    out = {k: without(t, reads=("gelu_output", "hidden_states", *copies), writes=copies)
-           for k, t in stage_traffic(tokens, plan).items()}
-    fp32_operands = {"gelu_output": fp32(tokens, I), "hidden_states": fp32(tokens, H)}
-    out[WEIGHT_GRAD] = without(out[WEIGHT_GRAD], add_reads=fp32_operands)
-    return out
-
-
 def layernorm_rows_only(tokens: int, plan: LaunchPlan) -> dict[str, dict]:
-    """As stage4_reads_fp32, and stages 2 and 3 round the fp32 weights in their tiles: stage 1 is left
-    with the LayerNorm rows."""
-    out = stage4_reads_fp32(tokens, plan)
-    out[LAYERNORM] = without(out[LAYERNORM], reads=("fc1_weight", "fc2_weight"),
+    """Stages 2 and 3 round the fp32 weights in their tiles: stage 1 is left with the LayerNorm rows."""
+    out = stage_traffic(tokens, plan)
+    out[LAYERNORM] = changed(out[LAYERNORM], reads=("fc1_weight", "fc2_weight"),
                              writes=("fc1_weight_f16", "fc2_weight_f16"))
     for kernel, weight, shape in ((stage2_kernel(tokens, plan), "fc2_weight", (H, I)),
                                   (INPUT_GRAD, "fc1_weight", (I, H))):
-        out[kernel] = without(out[kernel], reads=(f"{weight}_f16",), add_reads={weight: fp32(*shape)})
+        out[kernel] = changed(out[kernel], reads=(f"{weight}_f16",), add_reads={weight: fp32(*shape)})
     return out
 
 
@@ -307,22 +350,24 @@ def fused_stages_2_3(tokens: int, plan: LaunchPlan, stage2_tflops: float) -> dic
 
 
 def leads(tokens: int, plan: LaunchPlan) -> list[tuple[str, float, int]]:
-    """(lead, predicted ms of the call with it, bytes it moves) for each of issue 16's leads, today's first.
-    Stages in order (the leads concern 2984 tokens and more, where the plan runs them so)."""
+    """(lead, predicted ms of the call with it, bytes it moves) for each of issue 16's leads, main's
+    layout (fp16 copies) first. Stages in order (the leads concern 2984 tokens and more, where the
+    plan runs them so); every lead but main's with stage 4 on the fp32 inputs, whatever the plan's
+    threshold."""
+    plan = dataclasses.replace(plan, stage4_reads_fp32_from=0)
     stages = stage_traffic(tokens, plan)
     today = predict(tokens, plan)
 
     def sequential(changed: dict[str, dict], efficiency: dict[str, Efficiency] = EFFICIENCY) -> tuple[float, int]:
         return sum(p["ms"] for p in predict_stages(changed, tokens, plan, efficiency).values()), total(changed)["bytes"]
 
-    prototype = EFFICIENCY | {WEIGHT_GRAD: dataclasses.replace(EFFICIENCY[WEIGHT_GRAD],
-                                                                tflops=STAGE4_FP32_PROTOTYPE_TFLOPS)}
-    fp32_stage4 = stage4_reads_fp32(tokens, plan)
-    rows = [("today (the shipped plan)", *sequential(stages)),
-            ("A. stage 4 reads fp32 gelu_output, hidden_states; at today's stage-4 rate", *sequential(fp32_stage4)),
-            ("A'. the same at the fp32 prototype's stage-4 rate", *sequential(fp32_stage4, prototype)),
+    at_copies_rate = EFFICIENCY | {WEIGHT_GRAD_FP32: EFFICIENCY[WEIGHT_GRAD]}
+    main = stage_traffic(tokens, plan, MAIN_COPIES)
+    rows = [("main: fp16 copies of hidden_states, gelu_output for stage 4", *sequential(main)),
+            ("A. stage 4 reads fp32, at the fp16-copy kernel's stage-4 rate", *sequential(stages, at_copies_rate)),
+            ("A'. the same at the fp32 prototype's stage-4 rate", *sequential(stages)),
             ("C. stage 1 reduced to the LayerNorm rows (with A)", *sequential(layernorm_rows_only(tokens, plan)))]
-    for label, rate in (("B. stages 2+3 per row block, stage 2's GEMM at today's rate", EFFICIENCY[GELU_PERSISTENT].tflops),
+    for label, rate in (("B. stages 2+3 per row block, stage 2's GEMM at its measured rate", EFFICIENCY[GELU_PERSISTENT].tflops),
                         ("B'. the same, both GEMMs at stage 3's rate", EFFICIENCY[INPUT_GRAD].tflops)):
         fused = fused_stages_2_3(tokens, plan, rate)
         rows.append((label, fused["ms"], fused["bytes"]))
@@ -336,9 +381,19 @@ def leads(tokens: int, plan: LaunchPlan) -> list[tuple[str, float, int]]:
 
 # ---------------------------------------------------------------- results files and the command line
 
+COPIES_FIELD = "round_gelu_in_stage2_from"  # in the plans of the rows that ran the fp16 copies
+
+
 def unmodelled_fields(record: dict | None) -> list[str]:
-    """Fields of a results row's plan that today's LaunchPlan does not have (options since removed)."""
-    return sorted(set(record or {}) - {f.name for f in dataclasses.fields(LaunchPlan)})
+    """Fields of a results row's plan that today's LaunchPlan does not have (options since removed),
+    except the one copies_from_record reads."""
+    return sorted(set(record or {}) - {f.name for f in dataclasses.fields(LaunchPlan)} - {COPIES_FIELD})
+
+
+def copies_from_record(record: dict | None) -> Fp16Copies | None:
+    """The fp16-copy layout a results row ran, where its plan says so (rows whose plan predates the
+    field are modelled without the copies, however they ran)."""
+    return Fp16Copies(record[COPIES_FIELD]) if record and COPIES_FIELD in record else None
 
 
 def plan_from_record(record: dict | None) -> LaunchPlan:
@@ -400,12 +455,13 @@ def model_table(tokens: int, plan: LaunchPlan) -> list[str]:
 
 
 def measured_table(row: dict) -> list[str]:
-    plan = plan_from_record(row.get("plan"))
+    plan, copies = plan_from_record(row.get("plan")), copies_from_record(row.get("plan"))
     tokens = row["tokens"]
-    stages, predicted = stage_traffic(tokens, plan), predict(tokens, plan)
+    stages, predicted = stage_traffic(tokens, plan, copies), predict(tokens, plan, copies=copies)
     measured = roofline(stages, row["kernels_ms"])
     official = f", official {row['official_ms'] * 1e3:.1f} us" if "official_ms" in row else ""
-    lines = [f"tokens {tokens} ({row.get('variant', 'default')}){official}",
+    layout = f", fp16 copies (gelu_output's in stage 2 from {copies.gelu_in_stage2_from} tokens)" if copies else ""
+    lines = [f"tokens {tokens} ({row.get('variant', 'default')}){official}{layout}",
              f"  {'stage':34} {'meas us':>8} {'pred us':>8} {'TB/s':>6} {'TFLOP/s':>8} {'%BW':>5} {'%TC':>5} {'floor us':>8}"]
     for kernel, r in measured.items():
         lines.append(f"  {kernel:34} {_us(r['ms'])} {_us(predicted[kernel]['ms'])} {r['tbps']:6.2f} {r['tflops']:8.1f} "

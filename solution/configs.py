@@ -31,6 +31,9 @@ class GemmConfig:
     # kernel (TMA loads), n programs per SM looping over the tiles
     programs_per_sm: int = 0
     group_m: int = 8  # row tiles per column sweep (tiling.grouped_tile); untuned
+    # Stage 3 only: programs an output tile, each contracting I / splits of K (a whole number of
+    # block_k steps); the last to finish adds the partials in split order (input_grad_gemm.py)
+    splits: int = 1
 
 
 @dataclass(frozen=True)
@@ -41,14 +44,16 @@ class LaunchPlan:
     fp16_chunk: tuple[tuple[int, int], ...]  # elements each stage-1 program rounds to fp16 (of each weight, or of gelu_output), by tokens
     gelu_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 2: grad_residual @ fc2_weight, GELU epilogue, by tokens
     input_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 3: grad_fc1_output @ fc1_weight + grad_residual, by tokens
-    weight_gemm: GemmConfig  # stage 4: x^T @ y over tokens (block_m x block_n output tiles)
+    # stage 4: x^T @ y over tokens, block_m x block_n tiles of x^T @ y (x: grad_residual or
+    # grad_fc1_output below stage4_reads_fp32_from tokens; from there gelu_output or hidden_states)
+    weight_gemm: GemmConfig
     sum_block_r: int  # rows per step of the final column sums
-    # From this many tokens on, where stage 2 is persistent (GemmConfig.programs_per_sm > 0), its
-    # epilogue rounds gelu_output to fp16 too, tile by tile, instead of stage 1's streaming pass
-    round_gelu_in_stage2_from: int
     # Up to this many tokens stages 3 and 4 (both need only stages 1 and 2) run concurrently in the
     # CUDA graph, so that each fills SMs the other leaves idle; beyond, one after the other
     overlap_stages_3_4_up_to: int
+    # From this many tokens on stage 4 reads the fp32 gelu_output and hidden_states (rounding them in
+    # its tiles); below, stage 1 writes fp16 copies of both and stage 4 contracts those
+    stage4_reads_fp32_from: int
 
     def __hash__(self) -> int:
         """Computed once: the plan keys the per-shape caches that every call looks up, and hashing
@@ -73,14 +78,16 @@ _HOPPER = LaunchPlan(
     # (results/layernorm_b170e77.json)
     layernorm_waves=4,
     layernorm_warps=4,  # 820 us vs 1608 with 8 warps at M=131072 (results/layernorm_897e45f.json)
-    # Stage 1 rounds gelu_output to fp16 for stage 4 (stage 4 reading the fp32 input took 2794 us vs
-    # 1069 at M=131072, results/stages_120d9f6.json; the copy was then in stage 2's epilogue, where
-    # it cost stage 2 as much as it now costs stage 1: results/gelu_590a2c0.json, PERFORMANCE.md v6).
-    # 8192-element chunks: 820 us vs 875 with 4096 at M=131072 (results/layernorm_897e45f.json);
-    # 32768 spills (1.8 KB of stack in stage 1). Up to 512 tokens 2048-element chunks (more, shorter
-    # programs: stage 1 is mostly the 12 MB of weight rounding there): 27.8 vs 29.1 us at 422 tokens,
-    # 23.0 vs 23.4 at 128; at 1163 they lose (47.3 vs 44.5; official timer, one run each,
-    # results/few_tokens_parallelism_6caa1d8.json). 613 tokens keeps 8192 (not measured).
+    # Below stage4_reads_fp32_from tokens stage 1 also rounds gelu_output to fp16 for stage 4, in
+    # further chunks (stage 4 reading the fp32 input with pointer loads took 2794 us vs 1069 at
+    # M=131072, results/stages_120d9f6.json; the copy was then in stage 2's epilogue, where it cost
+    # stage 2 as much as it now costs stage 1: results/gelu_590a2c0.json, PERFORMANCE.md v6).
+    # 8192-element chunks: 820 us vs 875 with 4096 at M=131072 (results/layernorm_897e45f.json, when
+    # stage 1 also rounded gelu_output there); 32768 spills (1.8 KB of stack in stage 1). Up to 512
+    # tokens 2048-element chunks (more, shorter programs: stage 1 is mostly the 12 MB of weight
+    # rounding there): 27.8 vs 29.1 us at 422 tokens, 23.0 vs 23.4 at 128; at 1163 they lose (47.3
+    # vs 44.5; official timer, one run each, results/few_tokens_parallelism_6caa1d8.json). 613
+    # tokens keeps 8192 (not measured).
     fp16_chunk=((512, 2048), (ANY_TOKENS, 8192)),
     # Stage 2 persistent and fed by TMA. In the pipeline (profile_stages, CUPTI kernel times) 64x128
     # tiles, 3 stages, 3 programs per SM take 60 / 130 / 497 / 972 us at 7184 / 17312 / 69568 / 131072
@@ -111,28 +118,46 @@ _HOPPER = LaunchPlan(
     # 5% (32 vs 34 us at 7184, 87 vs 83-84 at 17312, 271 vs 286-347 at 69568; results/input_6224ba6.json)
     # Up to 1024 tokens 64x64 tiles in 128-deep steps (with stage 2's small tiles above: the numbers
     # there; stage 3 alone 7 vs 9 us at 128-613 tokens).
+    # Up to 512 tokens K split over 4 programs a tile: untuned, predicted. At 128 tokens the 16 tiles
+    # each loop 16 K steps on 16 of the 132 SMs, 9.1 us beside stage 4's 6.7 (CUPTI, issue 17): stage 3
+    # is the call's critical path. Split in 4, 64 programs of 4 steps each, plus one 64x64 fp32 partial
+    # written and 4 read back by the last program a tile: predicted ~4-5 us, the call ~22.5 -> ~20.5 us
+    # (stage 4 then the critical path). 4, not 8: fewer programs compete with stage 4's 128, which run
+    # concurrently (96 KiB of shared memory a stage-3 program, 128 KiB a stage-4 one, of an SM's 228),
+    # and 4 K steps a program still fill the 3-stage pipeline, where 8 splits leave 2. Up to 512 tokens
+    # (at most 64 tiles): at most 256 programs, one wave at 2 an SM; 613 tokens' 80 tiles would take
+    # 320.
     input_gemm=(
+        (512, GemmConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3, splits=4)),
         (1024, GemmConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3)),
         (4096, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)),
         (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)),
     ),
-    # 128x128x64, 4 warps, 4 stages: 781 us at M=131072 vs 864 with pointer loads
-    # (results/tma_7670f1e.json)
+    # Stage 4 in both layouts (stage4_reads_fp32_from): 128x128x64, 4 warps, 4 stages, one program
+    # per tile over all tokens. On fp16 copies 781 us at M=131072 vs 864 with pointer loads
+    # (results/tma_7670f1e.json). On the fp32 inputs (each weight gradient computed transposed, the
+    # fp32 tile wgmma's register A operand) the best deterministic variant of an isolated prototype:
+    # 1247 us at M=131072 (vs 862 for the fp16-copy kernel, which does not count the copies' cost in
+    # stages 1 and 2); the two faster variants (split-K, 993 and 1014 us) gave different results run
+    # to run (results/stage4_fp32_6caa1d8.json). There one pipeline serves both GEMMs: 160 KiB of
+    # shared memory (3 fp32 A buffers, 4 fp16 B buffers), 207 registers on sm_90
+    # (bench/compile_check.py).
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),
     sum_block_r=32,  # untuned (the sums read at most a few MB)
-    # gelu_output rounded by stage 2 (official timer, same run): 131072 tokens 3042 vs 3108 us (stage
-    # 2 +285, stage 1 -348), 17312: 432 vs 437 (results/gelu_copy_6147b7f.json); but 11384: 335 vs
-    # 298, 7516: 228 vs 198, 6824: 202 vs 186, 2984: 105 vs 92 (results/gelu_copy_mid_263f7ed.json).
-    # Those four token counts are not multiples of 16, and there the kernel takes 172 registers a
-    # thread (167 otherwise: bench/compile_check.py), too many for 3 programs on an SM; all
-    # workloads from 16384 tokens are multiples of 16.
-    round_gelu_in_stage2_from=16384,
     # Stages 3 and 4 concurrent vs in order (official timer, one run, results/overlap_6a1d1d9.json):
     # 128 tokens 22.9 vs 26.2 us, 422: 28.1 vs 32.6, 1163: 43.8 vs 50.3; from 2984 tokens both
     # kernels fill the GPU and in order is as fast or faster (2984: 94.4 vs 92.4, 7184: 192.7 vs
     # 191.5, 11384: 301.2 vs 299.0, 131072: 3117 vs 3103; the same configuration varied by 70 us
     # between runs there).
     overlap_stages_3_4_up_to=2048,
+    # Stage 4 on the fp32 inputs vs on stage 1's fp16 copies (official timer, 2 interleaved rounds,
+    # us a call, copies -> fp32, the whole-branch A/B; results/stage4_fp32_operands_ab_446f215.json):
+    # 2984 tokens 94.0 -> 89.0, 7184: 192.2 -> 182.8, 17312: 423.5 -> 415.3, 131072: 2976
+    # -> 2910; but 128: 21.75 -> 22.45 and 1163: 44.35 -> 49.4, where stages 3 and 4 run concurrently
+    # and stage 4 on fp32 took 23.8 vs 16.9 us. The crossover between 1163 and 2984 tokens is not
+    # located (no workload lies there); 2048 is where stages 3 and 4 stop running concurrently
+    # (overlap_stages_3_4_up_to). The hybrid itself is not yet measured in the pipeline.
+    stage4_reads_fp32_from=2048,
 )
 
 # Read-only: a sweep or a test builds its own plan (dataclasses.replace) and passes it to

@@ -8,12 +8,16 @@ Forward (saved tensors in brackets):
 
 Backward, in four stages (M = tokens, H = 512, I = 2048):
     1. layernorm_backward:  grad_residual (M x H) and partial sums for grad_ln_weight, grad_ln_bias,
-                            grad_fc2_bias; fp16 copies of the GEMM operands
+                            grad_fc2_bias; fp16 copies of grad_residual and both weights, and
+                            below configs.LaunchPlan.stage4_reads_fp32_from tokens of
+                            hidden_states and gelu_output
     2. gelu_backward_gemm:  grad_fc1_output = (grad_residual @ fc2_weight) * gelu'(fc1_output),
                             partial sums for grad_fc1_bias
     3. input_grad_gemm:     grad_hidden_states = grad_fc1_output @ fc1_weight + grad_residual
     4. weight_grad_gemm:    grad_fc2_weight = grad_residual^T @ gelu_output,
-                            grad_fc1_weight = grad_fc1_output^T @ hidden_states, and the final sums
+                            grad_fc1_weight = grad_fc1_output^T @ hidden_states (on stage 1's
+                            fp16 copies below that threshold, from it on the fp32 inputs
+                            rounded to fp16 in the tiles), and the final sums
 Inputs are never written; `residual_output` is not needed (the LayerNorm backward uses `normalized`).
 
 One kernel per stage, each with its own tile shape by token count (configs.py; the launches:

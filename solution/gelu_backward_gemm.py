@@ -79,9 +79,7 @@ def gelu_backward_persistent_kernel(
     grad_residual,  # tensor descriptor: (M, H) fp16, BLOCK_M x BLOCK_K blocks
     fc2_weight,  # tensor descriptor: (H, I) fp16, BLOCK_K x BLOCK_N blocks
     fc1_output,  # tensor descriptor: (M, I) fp32, BLOCK_M x BLOCK_N blocks
-    gelu_output,  # tensor descriptor: (M, I) fp32, BLOCK_M x BLOCK_N blocks, if ROUND_GELU (else None)
     grad_fc1_output,  # out (M, I) fp16
-    gelu_output_f16,  # out (M, I) fp16, if ROUND_GELU (else None)
     bias_partials,  # out (cdiv(M, BLOCK_M), I) fp32
     M,
     H: tl.constexpr,
@@ -90,12 +88,10 @@ def gelu_backward_persistent_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
-    ROUND_GELU: tl.constexpr,  # also round gelu_output's tile to fp16 (configs.LaunchPlan.round_gelu_in_stage2_from)
 ):
     """Persistent and fed by TMA: each program loops over the tiles pid, pid + programs, ..., so
     that the loads of its next tile overlap the epilogue of this one (the K loop is only H / BLOCK_K
-    steps long). Rows past M load as zeros. gelu_output has the shape of grad_fc1_output, so with
-    ROUND_GELU each tile also rounds the same tile of it for stage 4 (stage 1 then leaves it out)."""
+    steps long). Rows past M load as zeros."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
         tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
@@ -105,5 +101,3 @@ def gelu_backward_persistent_kernel(
             acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
         gelu_backward_epilogue(acc, fc1_output.load([row, col]), tile_m, row, col, grad_fc1_output, bias_partials,
                                M, I, BLOCK_M, BLOCK_N)
-        if ROUND_GELU:
-            store_tile(gelu_output_f16, gelu_output.load([row, col]).to(tl.float16), row, col, M, I, BLOCK_M, BLOCK_N)

@@ -4,6 +4,20 @@
 
 The operands are loaded by TMA from stage 1's and stage 2's fp16 workspaces (faster than pointer
 loads: configs.py), the residual `grad_residual` in fp32.
+
+At few tokens there are few output tiles (16 at 128 tokens in 64x64 tiles, on 132 SMs), each a
+long K loop (I = 2048), so the loop is split over SPLITS programs a tile (GemmConfig.splits): the
+program of split s contracts K in [s, s + 1) * I / SPLITS,
+
+    grad_hidden_states = (P_0 + P_1 + ... + P_{SPLITS-1}) + grad_residual,
+    P_s = grad_fc1_output[:, K_s] @ fc1_weight[K_s, :],
+
+and stores its fp32 partial P_s in a workspace, then counts itself in on the tile's arrival
+counter. The program that arrives last adds the SPLITS partials, read back from the workspace in
+split order 0, 1, ..., whoever arrived when (the same sum, bit for bit, every call), and stores the
+tile. Nothing waits on another program, so the SPLITS programs may run in any order or wave. The
+counters start each call at zero: stage 1 zeroes them (layernorm_backward.py), before stage 2 and
+so before stage 3 in the call's order of launches.
 """
 
 import triton
@@ -18,6 +32,8 @@ def input_grad_gemm_kernel(
     fc1_weight,  # tensor descriptor: (I, H) fp16, BLOCK_K x BLOCK_N blocks
     grad_residual,  # tensor descriptor: (M, H) fp32, BLOCK_M x BLOCK_N blocks
     grad_hidden_states,  # out (M, H) fp32 (the caller's tensor: plain stores, no alignment asked)
+    partials,  # (tiles, SPLITS, BLOCK_M, BLOCK_N) fp32 workspace, if SPLITS > 1 (else None)
+    arrivals,  # (tiles,) int32 workspace, zero at the start (stage 1 zeroes it), if SPLITS > 1 (else None)
     M,
     H: tl.constexpr,
     I: tl.constexpr,
@@ -25,11 +41,58 @@ def input_grad_gemm_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
+    SPLITS: tl.constexpr,  # programs a tile, each a slice of K (1: a program contracts all of K)
 ):
-    """A tile of grad_hidden_states a program (TMA: rows past M load as zeros)."""
-    tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), H // BLOCK_N, GROUP_M)
+    """A tile of grad_hidden_states a program (SPLITS = 1), or a K slice of one (TMA: rows past M
+    load as zeros)."""
+    if SPLITS == 1:
+        tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), H // BLOCK_N, GROUP_M)
+        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k in range(0, I, BLOCK_K):
+            acc = tl.dot(grad_fc1_output.load([row, k]), fc1_weight.load([k, col]), acc)
+        store_tile(grad_hidden_states, acc + grad_residual.load([row, col]), row, col, M, H, BLOCK_M, BLOCK_N)
+    else:
+        input_grad_split_k(grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states, partials, arrivals, M,
+                           H, I, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLITS)
+
+
+@triton.jit
+def input_grad_split_k(
+    grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states, partials, arrivals, M,
+    H: tl.constexpr,
+    I: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SPLITS: tl.constexpr,
+):
+    """Program pid takes split pid // tiles of tile pid % tiles (each split walks the tiles in the
+    grouped order of the unsplit kernel); the last of a tile's programs to arrive finishes it."""
+    tl.static_assert(I % (SPLITS * BLOCK_K) == 0, "each split must be a whole number of BLOCK_K steps")
+    K_SPLIT: tl.constexpr = I // SPLITS
+    TILE: tl.constexpr = BLOCK_M * BLOCK_N
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles = tiles_m * (H // BLOCK_N)
+    tile, split = tl.program_id(0) % tiles, tl.program_id(0) // tiles
+    tile_m, tile_n = grouped_tile(tile, tiles_m, H // BLOCK_N, GROUP_M)
     row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k in range(0, I, BLOCK_K):
+    for k in range(split * K_SPLIT, (split + 1) * K_SPLIT, BLOCK_K):
         acc = tl.dot(grad_fc1_output.load([row, k]), fc1_weight.load([k, col]), acc)
-    store_tile(grad_hidden_states, acc + grad_residual.load([row, col]), row, col, M, H, BLOCK_M, BLOCK_N)
+
+    in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    tile_partials = partials + tile * (SPLITS * TILE)  # this tile's SPLITS partials, split-major
+    tl.store(tile_partials + split * TILE + in_tile, acc)
+    # Every thread's stores before the count (CTA barrier), and the count a release at GPU scope:
+    # the program that sees SPLITS - 1 earlier arrivals (acquire) sees their partials too.
+    tl.debug_barrier()
+    earlier = tl.atomic_add(arrivals + tile, 1, sem="acq_rel")
+    if earlier == SPLITS - 1:
+        tl.debug_barrier()  # the acquire (one thread's) before every thread's loads
+        # in split order, from L2 (.cg: no L1 line from before the acquire)
+        total = tl.load(tile_partials + in_tile, cache_modifier=".cg")
+        for s in tl.static_range(1, SPLITS):
+            total += tl.load(tile_partials + s * TILE + in_tile, cache_modifier=".cg")
+        store_tile(grad_hidden_states, total + grad_residual.load([row, col]), row, col, M, H, BLOCK_M, BLOCK_N)

@@ -6,7 +6,8 @@ so one description serves every call of that shape: the Triton interpreter resol
 (`resolve`), the CUDA graph to addresses written into the kernels' parameter blocks (graph.py).
 
 Workspaces (intermediates) are carved out of one allocation per call, each at a 256-byte boundary
-(TMA needs 16).
+(TMA needs 16). Their contents are garbage at the start of a call: where stage 3 splits K, its
+arrival counters are zeroed by stage 1 of the same call.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .configs import GemmConfig, LaunchPlan, for_tokens, multiprocessor_count
 from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
-from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
+from .weight_grad_gemm import weight_grad_fp32_kernel, weight_grad_kernel, weight_grad_programs
 
 WORKSPACE_ALIGNMENT = 256  # bytes
 
@@ -102,11 +103,6 @@ def layernorm_row_programs(tokens: int, plan: LaunchPlan, sms: int) -> int:
     return max(1, min(triton.cdiv(tokens, plan.layernorm_block_m), plan.layernorm_waves * sms))
 
 
-def stage2_rounds_gelu(tokens: int, plan: LaunchPlan) -> bool:
-    """Whether stage 2's (persistent) epilogue rounds gelu_output to fp16; else stage 1 does."""
-    return tokens >= plan.round_gelu_in_stage2_from and for_tokens(plan.gelu_gemm, tokens).programs_per_sm > 0
-
-
 @lru_cache(maxsize=32)
 def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     """The launches of one call (stages 1-4, in an order that respects `after`) and its workspaces
@@ -117,8 +113,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     sms = multiprocessor_count(device)
     row_programs = layernorm_row_programs(M, plan, sms)
     bias_partial_rows = triton.cdiv(M, g2.block_m)
-    round_gelu = stage2_rounds_gelu(M, plan)
     chunk = for_tokens(plan.fp16_chunk, M)
+    fp32_stage4 = M >= plan.stage4_reads_fp32_from  # else stage 1 copies hidden_states and gelu_output
 
     # the caller's tensors, as the kernels index them
     def caller(name: str, *shape: int) -> Buffer:
@@ -136,22 +132,31 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # intermediates
     grad_residual = Buffer("grad_residual", f32, (M, H))
     grad_residual_f16 = Buffer("grad_residual_f16", f16, (M, H))
-    hidden_states_f16 = Buffer("hidden_states_f16", f16, (M, H))
-    gelu_output_f16 = Buffer("gelu_output_f16", f16, (M, I))
+    hidden_states_f16 = None if fp32_stage4 else Buffer("hidden_states_f16", f16, (M, H))
+    gelu_output_f16 = None if fp32_stage4 else Buffer("gelu_output_f16", f16, (M, I))
     fc1_weight_f16 = Buffer("fc1_weight_f16", f16, (I, H))
     fc2_weight_f16 = Buffer("fc2_weight_f16", f16, (H, I))
     grad_fc1_output = Buffer("grad_fc1_output", f16, (M, I))
     ln_partials = Buffer("ln_partials", f32, (row_programs, 3, H))
     bias_partials = Buffer("bias_partials", f32, (bias_partial_rows, I))
-    workspaces = (grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16,
-                  fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials)
+    # stage 3 split over K (g3.splits programs a tile): its partial tiles and arrival counters
+    tiles3 = triton.cdiv(M, g3.block_m) * (H // g3.block_n)
+    input_partials = input_arrivals = None
+    if g3.splits > 1:
+        input_partials = Buffer("input_partials", f32, (tiles3, g3.splits, g3.block_m, g3.block_n))
+        input_arrivals = Buffer("input_arrivals", torch.int32, (tiles3,))
+    workspaces = tuple(w for w in (grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16,
+                                   fc1_weight_f16, fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials,
+                                   input_partials, input_arrivals)
+                       if w is not None)
 
     stage1 = Launch(
-        layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, not round_gelu),
-        (grad_output, normalized, var, ln_weight, Scalar("eps"), hidden_states, gelu_output, fc1_weight, fc2_weight,
-         grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16,
-         ln_partials, M, row_programs),
-        dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=chunk),
+        layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, not fp32_stage4),
+        (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 else hidden_states,
+         None if fp32_stage4 else gelu_output, fc1_weight, fc2_weight, grad_residual, grad_residual_f16,
+         hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16, ln_partials, input_arrivals, M,
+         row_programs, tiles3 if input_arrivals is not None else None),
+        dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=chunk, COPY_INPUTS=not fp32_stage4),
         dict(num_warps=plan.layernorm_warps), after=())
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
@@ -163,21 +168,27 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         stage2 = Launch(
             gelu_backward_persistent_kernel, max(1, min(tiles2, g2.programs_per_sm * sms)),
             (Tiles(grad_residual_f16, (g2.block_m, g2.block_k)), Tiles(fc2_weight_f16, (g2.block_k, g2.block_n)),
-             Tiles(fc1_output, (g2.block_m, g2.block_n)),
-             Tiles(gelu_output, (g2.block_m, g2.block_n)) if round_gelu else None,
-             grad_fc1_output, gelu_output_f16 if round_gelu else None, bias_partials, M),
-            dict(stage2_meta, ROUND_GELU=round_gelu), _gemm_options(g2), after=(0,))
+             Tiles(fc1_output, (g2.block_m, g2.block_n)), grad_fc1_output, bias_partials, M),
+            stage2_meta, _gemm_options(g2), after=(0,))
     stage3 = Launch(
-        input_grad_gemm_kernel, triton.cdiv(M, g3.block_m) * (H // g3.block_n),
+        input_grad_gemm_kernel, tiles3 * g3.splits,
         (Tiles(grad_fc1_output, (g3.block_m, g3.block_k)), Tiles(fc1_weight_f16, (g3.block_k, g3.block_n)),
-         Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, M),
-        dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m), _gemm_options(g3), after=(1,))
+         Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, input_partials, input_arrivals, M),
+        dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m, SPLITS=g3.splits), _gemm_options(g3), after=(1,))
     # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
+    if fp32_stage4:  # the caller's fp32 gelu_output and hidden_states as A operands (block_m: their side)
+        kernel4 = weight_grad_fp32_kernel
+        gemm_operands4 = (
+            Tiles(gelu_output, (g4.block_k, g4.block_m)), Tiles(hidden_states, (g4.block_k, g4.block_m)),
+            Tiles(grad_residual_f16, (g4.block_k, g4.block_n)), Tiles(grad_fc1_output, (g4.block_k, g4.block_n)))
+    else:  # stage 1's fp16 copies
+        kernel4 = weight_grad_kernel
+        gemm_operands4 = (
+            Tiles(grad_residual_f16, (g4.block_k, g4.block_m)), Tiles(gelu_output_f16, (g4.block_k, g4.block_n)),
+            Tiles(grad_fc1_output, (g4.block_k, g4.block_m)), Tiles(hidden_states_f16, (g4.block_k, g4.block_n)))
     stage4 = Launch(
-        weight_grad_kernel, weight_grad_programs(H, I, g4.block_m, g4.block_n),
-        (Tiles(grad_residual_f16, (g4.block_k, g4.block_m)), Tiles(gelu_output_f16, (g4.block_k, g4.block_n)),
-         Tiles(grad_fc1_output, (g4.block_k, g4.block_m)), Tiles(hidden_states_f16, (g4.block_k, g4.block_n)),
-         ln_partials, row_programs, bias_partials, bias_partial_rows,
+        kernel4, weight_grad_programs(H, I, g4.block_m, g4.block_n),
+        (*gemm_operands4, ln_partials, row_programs, bias_partials, bias_partial_rows,
          grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, M),
         dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, SUM_BLOCK_R=plan.sum_block_r),
         _gemm_options(g4), after=(1,) if M <= plan.overlap_stages_3_4_up_to else (2,))

@@ -14,11 +14,12 @@ each row program keeps its own running sums and writes them to its row of `parti
 reduces in a fixed order (deterministic).
 
 The same launch rounds the other GEMM operands to fp16 once, so that the GEMM kernels read 16-bit
-operands: `hidden_states` (row programs, alongside the LayerNorm rows), then both weights and
-`gelu_output` as flat chunks of BLOCK elements (the programs after the row programs, one chunk
-each). Copying `gelu_output` in this streaming pass keeps its 8 KB a token of fp32 reads out of
-stage 2's GEMM epilogue; from configs.LaunchPlan.round_gelu_in_stage2_from tokens on, stage 2's
-epilogue rounds it instead.
+operands: both weights as flat chunks of CHUNK elements (the programs after the row programs, one
+chunk each) and, with COPY_INPUTS (below configs.LaunchPlan.stage4_reads_fp32_from tokens), the
+inputs that stage 4 contracts over tokens: `hidden_states` in the row programs, alongside the
+LayerNorm rows, and `gelu_output` in further flat chunks. Without COPY_INPUTS stage 4 reads both
+fp32 inputs as they are and rounds them in its tiles. Where stage 3 splits its K
+loop, the launch also zeroes stage 3's arrival counters.
 """
 
 import triton
@@ -33,14 +34,15 @@ def layernorm_backward_rows(
     var,  # (M,) fp32
     ln_weight,  # (H,) fp32
     eps,  # fp32 scalar
-    hidden_states,  # (M, H) fp32
+    hidden_states,  # (M, H) fp32, if COPY_INPUTS (else None)
     grad_residual,  # out (M, H) fp32
     grad_residual_f16,  # out (M, H) fp16
-    hidden_states_f16,  # out (M, H) fp16
+    hidden_states_f16,  # out (M, H) fp16, if COPY_INPUTS (else None)
     partials_row,  # out (3, H) fp32: this program's row of the partial sums
     M,
     H: tl.constexpr,
     BLOCK_M: tl.constexpr,
+    COPY_INPUTS: tl.constexpr,  # also round hidden_states to fp16
 ):
     cols = tl.arange(0, H)
     w = tl.load(ln_weight + cols)
@@ -60,8 +62,9 @@ def layernorm_backward_rows(
         dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])  # zero on masked rows
         tl.store(grad_residual + offsets, dx, mask=row_ok[:, None])
         tl.store(grad_residual_f16 + offsets, dx.to(tl.float16), mask=row_ok[:, None])
-        x = tl.load(hidden_states + offsets, mask=row_ok[:, None], other=0.0)
-        tl.store(hidden_states_f16 + offsets, x.to(tl.float16), mask=row_ok[:, None])
+        if COPY_INPUTS:
+            x = tl.load(hidden_states + offsets, mask=row_ok[:, None], other=0.0)
+            tl.store(hidden_states_f16 + offsets, x.to(tl.float16), mask=row_ok[:, None])
         sum_dy_xhat += tl.sum(dy * xhat, axis=0)
         sum_dy += tl.sum(dy, axis=0)
         sum_dx += tl.sum(dx, axis=0)
@@ -72,17 +75,18 @@ def layernorm_backward_rows(
 
 @triton.jit
 def round_to_fp16_chunk(
-    chunk,  # in [0, fp16_chunks(M, H, I, BLOCK)): first the weight chunks, then the gelu_output ones
+    chunk,  # in [0, fp16_chunks(M, H, I, BLOCK, copy_inputs)): the weight chunks, then any gelu_output ones
     fc1_weight,  # (I, H) fp32
     fc2_weight,  # (H, I) fp32
-    gelu_output,  # (M, I) fp32
+    gelu_output,  # (M, I) fp32, if COPY_INPUTS (else None)
     fc1_weight_f16,  # out (I, H) fp16
     fc2_weight_f16,  # out (H, I) fp16
-    gelu_output_f16,  # out (M, I) fp16
+    gelu_output_f16,  # out (M, I) fp16, if COPY_INPUTS (else None)
     M,
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK: tl.constexpr,
+    COPY_INPUTS: tl.constexpr,  # chunks past the weights' round gelu_output
 ):
     tl.static_assert(H * I % BLOCK == 0, "the weight chunks must cover both weights")
     weight_chunks: tl.constexpr = H * I // BLOCK
@@ -90,7 +94,7 @@ def round_to_fp16_chunk(
         offsets = chunk * BLOCK + tl.arange(0, BLOCK)
         tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
         tl.store(fc2_weight_f16 + offsets, tl.load(fc2_weight + offsets).to(tl.float16))
-    else:  # BLOCK elements of gelu_output, flat
+    elif COPY_INPUTS:  # BLOCK elements of gelu_output, flat
         # 64-bit: M * I passes 2^31 from 2^20 tokens on
         flat = tl.cast(chunk - weight_chunks, tl.int64) * BLOCK + tl.arange(0, BLOCK)
         in_range = flat < tl.cast(M, tl.int64) * I
@@ -103,25 +107,33 @@ def layernorm_backward_kernel(
     grad_output, normalized, var, ln_weight, eps, hidden_states, gelu_output, fc1_weight, fc2_weight,
     grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16,
     partials,  # out (row_programs, 3, H) fp32
+    arrivals,  # out (arrival_count,) int32: stage 3's arrival counters, where it splits K (else None)
     M,
     row_programs,
+    arrival_count,  # where stage 3 splits K (else None)
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK_M: tl.constexpr,
     CHUNK: tl.constexpr,
+    COPY_INPUTS: tl.constexpr,  # also write hidden_states_f16 and gelu_output_f16 (else those are None)
 ):
-    """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16."""
+    """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16. Where stage 3
+    splits K, program p also zeroes its arrival counters p, p + programs, ... (input_grad_gemm.py):
+    every call, as the workspace comes uninitialized."""
     pid = tl.program_id(0)
+    if arrivals is not None:
+        for tile in range(pid, arrival_count, tl.num_programs(0)):
+            tl.store(arrivals + tile, 0)
     if pid < row_programs:
         layernorm_backward_rows(pid, row_programs, grad_output, normalized, var, ln_weight, eps, hidden_states,
                                 grad_residual, grad_residual_f16, hidden_states_f16, partials + pid * (3 * H),
-                                M, H, BLOCK_M)
+                                M, H, BLOCK_M, COPY_INPUTS)
     else:
         round_to_fp16_chunk(pid - row_programs, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
-                            gelu_output_f16, M, H, I, CHUNK)
+                            gelu_output_f16, M, H, I, CHUNK, COPY_INPUTS)
 
 
-def fp16_chunks(M: int, H: int, I: int, block: int, gelu_output: bool = True) -> int:
-    """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk), then gelu_output
-    unless another stage rounds it."""
-    return H * I // block + (triton.cdiv(M * I, block) if gelu_output else 0)
+def fp16_chunks(M: int, H: int, I: int, block: int, copy_inputs: bool) -> int:
+    """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk), then, when
+    stage 4 contracts fp16 copies, gelu_output."""
+    return H * I // block + (triton.cdiv(M * I, block) if copy_inputs else 0)

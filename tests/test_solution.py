@@ -16,11 +16,10 @@ import torch
 import reference
 from reference.fixtures import FIXTURE_TOLERANCE
 from solution import configs
-from solution.arguments import MIN_SIZE
+from solution.arguments import MIN_SIZE, TENSOR_NAMES, Dims, check_arguments
 from solution.ffn_backward import run as solution_run
 from solution.ffn_backward import run_with_plan
-from solution.launches import describe_call
-from solution.arguments import Dims
+from solution.launches import Buffer, describe_call, launch_in_order, workspace_views
 
 # Live draws are compared with the reference on the same inputs under FIXTURE_TOLERANCE, the tightest
 # official tolerance (B1xS131's: atol 0.028, rtol 1e-3, 99 % matched; the smallest workload, B1xS128,
@@ -106,6 +105,80 @@ def test_stage_tiles_by_tokens(field, entry, device, nan_outputs, outputs_pass):
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
+def split_k_plan(device: torch.device, splits: int) -> configs.LaunchPlan:
+    """The device's plan with stage 3 in its smallest tiles at every token count, K split over
+    `splits` programs a tile."""
+    small = configs.launch_plan(device).input_gemm[0][1]
+    return device_plan(device, input_gemm=((configs.ANY_TOKENS, dataclasses.replace(small, splits=splits)),))
+
+
+@pytest.mark.parametrize("batch_size, seq_len, splits", [pytest.param(2, 37, 4, id="74-tokens-partial-row-tile"),
+                                                         pytest.param(1, 128, 8, id="128-tokens-whole-row-tiles")])
+def test_stage3_split_k(batch_size, seq_len, splits, device, nan_outputs, outputs_pass):
+    """Stage 3's K loop split over programs: the reference's results, and bit for bit the same in
+    two calls (the last program of a tile adds the partials in split order, not arrival order)."""
+    plan = split_k_plan(device, splits)
+    inputs = draw(batch_size, seq_len, device, seed=390 + splits)
+    first, second = nan_outputs(batch_size, seq_len, device), nan_outputs(batch_size, seq_len, device)
+    call(inputs, first, plan)
+    call(inputs, second, plan)
+    outputs_pass(first, reference_outputs(inputs), LIVE_TOLERANCE)
+    assert torch.equal(first["grad_hidden_states"], second["grad_hidden_states"])
+
+
+@pytest.mark.gpu
+def test_stage3_split_k_is_deterministic_on_gpu(device, nan_outputs):
+    """On a GPU the programs of a tile finish in any order: 20 calls (CUDA graph) at 128 tokens, K
+    split in 4, give bit-identical grad_hidden_states."""
+    plan = split_k_plan(device, 4)
+    inputs = draw(1, 128, device, seed=396)
+    outputs = nan_outputs(1, 128, device)
+    call(inputs, outputs, plan)
+    first = outputs["grad_hidden_states"].clone()
+    for _ in range(20):
+        outputs["grad_hidden_states"].fill_(float("nan"))
+        call(inputs, outputs, plan)
+        assert torch.equal(outputs["grad_hidden_states"], first)
+
+
+def test_stage3_arrival_counters_zeroed_each_call(device, nan_outputs, outputs_pass):
+    """Stage 3's split-K arrival counters start from zero whatever the workspace held (stage 1 of
+    the same call zeroes them): a workspace of 0x7f bytes, where counters left as found would never
+    reach SPLITS - 1 and no tile would be stored."""
+    plan = split_k_plan(device, 4)
+    inputs = draw(1, 50, device, seed=395)
+    outputs = nan_outputs(1, 50, device)
+    named = dict(zip(reference.INPUT_NAMES, inputs))
+    eps = named.pop("eps")
+    tensors = {**named, **outputs}
+    dims, _, _ = check_arguments(tuple(tensors[name] for name in TENSOR_NAMES), eps)
+    described = describe_call(dims, plan)
+    assert "input_arrivals" in dict(described.workspace_offsets)
+    garbage = torch.full((described.workspace_bytes,), 0x7F, dtype=torch.uint8, device=device)
+    launch_in_order(described, {**tensors, **workspace_views(described, garbage)}, float(eps))
+    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
+@pytest.mark.parametrize("splits", [1, 4])
+def test_stage3_split_k_launch(splits):
+    """Split over K, stage 3 runs `splits` programs a tile, with a workspace of partial tiles and
+    one of arrival counters that stage 1 zeroes; unsplit, neither exists and no kernel gets them
+    (the unsplit kernels compile as before the split)."""
+    plan = split_k_plan(torch.device("cpu"), splits)
+    described = describe_call(Dims(tokens=100, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
+    stage1, _, stage3, _ = described.launches
+    tiles = 2 * 512 // 64
+    workspaces = {w.name: w for w in described.workspaces}
+    assert stage3.grid == tiles * splits and stage3.constexprs["SPLITS"] == splits
+    if splits == 1:
+        assert not {"input_partials", "input_arrivals"} & workspaces.keys()
+        assert stage3.args[4:6] == (None, None) and stage1.args[-4] is None and stage1.args[-1] is None
+    else:
+        assert workspaces["input_partials"].shape == (tiles, splits, 64, 64)
+        assert workspaces["input_arrivals"] == Buffer("input_arrivals", torch.int32, (tiles,))
+        assert stage3.args[5] is stage1.args[-4] is workspaces["input_arrivals"] and stage1.args[-1] == tiles
+
+
 def test_unaligned_fc1_output(device, nan_outputs, outputs_pass):
     """fc1_output at an address TMA cannot take (4 bytes past a 16-byte boundary): the persistent
     stage 2 (TMA) reads a copy."""
@@ -121,15 +194,48 @@ def test_unaligned_fc1_output(device, nan_outputs, outputs_pass):
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
-@pytest.mark.parametrize("programs_per_sm", [0, 2])
-def test_gelu_rounded_in_stage2(programs_per_sm, device, nan_outputs, outputs_pass):
-    """gelu_output rounded to fp16 by the persistent stage 2 instead of stage 1; the one-tile stage 2
-    leaves it to stage 1. Either way stage 4 must see every row of it (grad_fc2_weight)."""
-    gelu_gemm = dataclasses.replace(configs.launch_plan(device).gelu_gemm[-1][1], programs_per_sm=programs_per_sm)
-    plan = device_plan(device, round_gelu_in_stage2_from=0, gelu_gemm=((configs.ANY_TOKENS, gelu_gemm),))
-    inputs = draw(3, 29, device, seed=370 + programs_per_sm)
-    outputs = nan_outputs(3, 29, device)
-    call(inputs, outputs, plan)
+STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.ANY_TOKENS, id="stage4-reads-fp16-copies")]
+
+
+@pytest.mark.parametrize("reads_fp32_from", STAGE4_LAYOUTS)
+def test_stage4_layouts(reads_fp32_from, device, nan_outputs, outputs_pass):
+    """Both layouts on a small shape (rows past M masked): stage 4 on the fp32 gelu_output and
+    hidden_states, or on stage 1's fp16 copies of them."""
+    inputs = draw(2, 37, device, seed=320)
+    outputs = nan_outputs(2, 37, device)
+    call(inputs, outputs, device_plan(device, stage4_reads_fp32_from=reads_fp32_from))
+    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
+def test_stage4_layout_by_tokens():
+    """From stage4_reads_fp32_from tokens on, stage 4 reads the fp32 inputs and no fp16 copies of them
+    exist; one token fewer, stage 1 writes the copies (in more chunks) and stage 4 reads those."""
+    plan = configs.PLANS["cpu"]
+
+    def described(tokens: int):
+        return describe_call(Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
+
+    below, at = described(plan.stage4_reads_fp32_from - 1), described(plan.stage4_reads_fp32_from)
+    copies = {"hidden_states_f16", "gelu_output_f16"}
+    assert copies <= {w.name for w in below.workspaces} and not copies & {w.name for w in at.workspaces}
+    assert below.launches[0].constexprs["COPY_INPUTS"] and not at.launches[0].constexprs["COPY_INPUTS"]
+    assert below.launches[0].grid > at.launches[0].grid
+    assert below.launches[3].kernel.__name__ == "weight_grad_kernel"
+    assert at.launches[3].kernel.__name__ == "weight_grad_fp32_kernel"
+    assert {"gelu_output", "hidden_states"} <= at.tma_buffers and not {"gelu_output", "hidden_states"} & below.tma_buffers
+
+
+@pytest.mark.parametrize("name", ["gelu_output", "hidden_states"])
+def test_unaligned_stage4_fp32_operand(name, device, nan_outputs, outputs_pass):
+    """gelu_output or hidden_states at an address TMA cannot take (4 bytes past a 16-byte boundary):
+    stage 4 on the fp32 inputs, which reads both by TMA as its A operands, reads a copy."""
+    named = dict(zip(reference.INPUT_NAMES, draw(1, 19, device, seed=360)))
+    storage = torch.empty(named[name].numel() + 1, device=device)
+    unaligned = storage[1:].view_as(named[name]).copy_(named[name])
+    assert unaligned.data_ptr() % 16 != 0
+    inputs = replaced(tuple(named.values()), **{name: unaligned})
+    outputs = nan_outputs(1, 19, device)
+    call(inputs, outputs, device_plan(device, stage4_reads_fp32_from=0))
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
