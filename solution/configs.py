@@ -118,17 +118,17 @@ _HOPPER = LaunchPlan(
     # 5% (32 vs 34 us at 7184, 87 vs 83-84 at 17312, 271 vs 286-347 at 69568; results/input_6224ba6.json)
     # Up to 1024 tokens 64x64 tiles in 128-deep steps (with stage 2's small tiles above: the numbers
     # there; stage 3 alone 7 vs 9 us at 128-613 tokens).
-    # Up to 512 tokens K split over 4 programs a tile: untuned, predicted. At 128 tokens the 16 tiles
-    # each loop 16 K steps on 16 of the 132 SMs, 9.1 us beside stage 4's 6.7 (CUPTI, issue 17): stage 3
-    # is the call's critical path. Split in 4, 64 programs of 4 steps each, plus one 64x64 fp32 partial
-    # written and 4 read back by the last program a tile: predicted ~4-5 us, the call ~22.5 -> ~20.5 us
-    # (stage 4 then the critical path). 4, not 8: fewer programs compete with stage 4's 128, which run
-    # concurrently (96 KiB of shared memory a stage-3 program, 128 KiB a stage-4 one, of an SM's 228),
-    # and 4 K steps a program still fill the 3-stage pipeline, where 8 splits leave 2. Up to 512 tokens
-    # (at most 64 tiles): at most 256 programs, one wave at 2 an SM; 613 tokens' 80 tiles would take
-    # 320.
+    # Up to 256 tokens K split over 4 programs a tile. At 128 tokens the 16 tiles each loop 16 K
+    # steps on 16 of the 132 SMs: stage 3 (9.2 us beside stage 4's 6.6) is the call's critical
+    # path. Split in 4 (64 programs of 4 steps; each writes a 64x64 fp32 partial, the last to arrive
+    # adds the 4 in split order): stage 3 7.9 us, the call 21.9 -> 20.9 us (predicted ~20.5). At 131
+    # tokens no gain (23.4 vs 23.4), at 422 a loss (28.1 -> 30.4: stage 4 beside the 4x more stage-3
+    # programs took 12.4 vs 9.4 us), 613 and 1163 unchanged (official timer, 2 interleaved rounds,
+    # results/v19_ab_0549a3e.json, where the split reached 512 tokens). 4, not 8: fewer programs
+    # compete with stage 4's 128 (96 KiB of shared memory a stage-3 program, 128 KiB a stage-4 one,
+    # of an SM's 228), and 4 K steps a program still fill the 3-stage pipeline.
     input_gemm=(
-        (512, GemmConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3, splits=4)),
+        (256, GemmConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3, splits=4)),
         (1024, GemmConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3)),
         (4096, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)),
         (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3)),
@@ -156,7 +156,9 @@ _HOPPER = LaunchPlan(
     # -> 2910; but 128: 21.75 -> 22.45 and 1163: 44.35 -> 49.4, where stages 3 and 4 run concurrently
     # and stage 4 on fp32 took 23.8 vs 16.9 us. The crossover between 1163 and 2984 tokens is not
     # located (no workload lies there); 2048 is where stages 3 and 4 stop running concurrently
-    # (overlap_stages_3_4_up_to). The hybrid itself is not yet measured in the pipeline.
+    # (overlap_stages_3_4_up_to). The hybrid in the pipeline against v18 (same A/B, 2 rounds,
+    # results/v19_ab_0549a3e.json): 2984 93.5 -> 89.1 us, 7184: 191.8 -> 182.1, 17312: 423.1 ->
+    # 415.2, 131072: 2945 -> 2884; 1163 unchanged (44.1 vs 44.1).
     stage4_reads_fp32_from=2048,
 )
 
