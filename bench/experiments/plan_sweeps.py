@@ -1,0 +1,86 @@
+"""Two plan sweeps on main's solution (v19), each variant checked against the reference first
+(NaN-filled outputs, the workload's tolerance), then timed with evaluation.timer.time_call (official
+style, median of 30; per-kernel CUPTI times), one run each.
+
+stage4: LaunchPlan.weight_gemm (both stage-4 kernels). v19: 128x128x64, 4 warps, 4 stages = 128
+  programs, one per SM, one warpgroup each, 207 registers, 160 KiB (fp32 kernel). Prediction: two
+  consumer warpgroups (8 warps) or two programs an SM (64x128, 112 KiB) keep the tensor cores busier:
+  the fp32 stage 4 1062 -> ~800 us at 131072 tokens if a lone warpgroup is what limits it.
+stage1: layernorm_block_m / layernorm_warps / fp16_chunk at few tokens. v19: 8 rows a step, 234
+  registers (2 programs an SM); 2 rows take 96 registers (5 an SM; bench/compile_check). Prediction:
+  stage 1 at 128 tokens 8.0 -> ~5-6 us if occupancy is what holds its chunk programs back (halving
+  its rounding bytes saved only 0.2 us: results/fc1_rounding_ab_d041283.json)."""
+import dataclasses, json, os, sys, time
+import torch
+import reference
+from evaluation.timer import time_call
+from evaluation.provenance import provenance
+from solution import configs
+from solution.configs import ANY_TOKENS, GemmConfig
+import solution.ffn_backward as head
+
+dev = torch.device("cuda")
+P = configs.launch_plan(dev)
+R = dataclasses.replace
+STAGE4 = {
+    "128x128x64 w4 s4 (v19)": P.weight_gemm,
+    "128x128x64 w8 s3": GemmConfig(128, 128, 64, 8, 3),
+    "64x128x64 w4 s4": GemmConfig(64, 128, 64, 4, 4),
+    "128x128x64 w4 s3": GemmConfig(128, 128, 64, 4, 3),
+    "128x128x32 w4 s6": GemmConfig(128, 128, 32, 4, 6),
+    "128x256x64 w8 s3": GemmConfig(128, 256, 64, 8, 3),
+}
+STAGE1 = {
+    "8 rows w4 (v19)": P,
+    "4 rows w4": R(P, layernorm_block_m=4),
+    "2 rows w4": R(P, layernorm_block_m=2),
+    "1 row w4": R(P, layernorm_block_m=1),
+    "2 rows w2": R(P, layernorm_block_m=2, layernorm_warps=2),
+    "2 rows w4 chunk 1024 to 512 tokens": R(P, layernorm_block_m=2, fp16_chunk=((512, 1024), (ANY_TOKENS, 8192))),
+    "2 rows w4 chunk 4096": R(P, layernorm_block_m=2, fp16_chunk=((ANY_TOKENS, 4096),)),
+    "2 rows w4 chunk 8192": R(P, layernorm_block_m=2, fp16_chunk=((ANY_TOKENS, 8192),)),
+}
+SWEEPS = {"stage4": ([2984, 17312, 131072, 1163, 128], {k: R(P, weight_gemm=g) for k, g in STAGE4.items()}),
+          "stage1": ([128, 131, 422, 613, 1163, 2984], STAGE1)}
+out = os.path.join(os.environ.get("OUT", "."), "plan_sweeps_v19.json")
+deadline = time.monotonic() + float(os.environ.get("SWEEP_BUDGET_S", "300"))
+rows = []
+for sweep in sys.argv[1].split(","):
+    sizes, variants = SWEEPS[sweep]
+    for tokens in sizes:
+        w = next(w for w in reference.WORKLOADS if w.tokens == tokens)
+        b, s = w.axes["batch_size"], w.axes["seq_len"]
+        torch.manual_seed(0)
+        inputs = list(reference.make_inputs(b, s, "cuda"))
+        shapes = reference.output_shapes(b, s)
+        outs = [torch.empty(shapes[n], device="cuda") for n in reference.OUTPUT_NAMES]
+        expected = reference.run(*inputs)
+        for label, plan in variants.items():
+            if time.monotonic() > deadline:
+                rows.append({"sweep": sweep, "tokens": tokens, "variant": label, "error": "skipped: time budget spent"})
+                continue
+            fn = lambda *a, plan=plan: head.run_with_plan(plan, *a)
+            try:
+                nan = [torch.full_like(o, float("nan")) for o in outs]
+                fn(*inputs, *nan)
+                torch.cuda.synchronize()
+                verdicts = {n: reference.check_output(o, e, w.tolerance) for n, o, e in zip(reference.OUTPUT_NAMES, nan, expected)}
+                again = [torch.full_like(o, float("nan")) for o in outs]
+                fn(*inputs, *again)
+                torch.cuda.synchronize()
+                deterministic = all(torch.equal(x, y) for x, y in zip(nan, again))
+                r = time_call(fn, inputs, outs, warmup=5, rep=30)
+                row = {"sweep": sweep, "tokens": tokens, "variant": label, "us": r.median_ms * 1e3,
+                       "correct": all(v.passed for v in verdicts.values()), "deterministic": deterministic,
+                       "failures": {n: str(v)[:120] for n, v in verdicts.items() if not v.passed},
+                       "kernels_us": {k: round(v * 1e3, 2) for k, v in r.activity_ms.items()}}
+            except Exception as e:
+                row = {"sweep": sweep, "tokens": tokens, "variant": label,
+                       "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
+            rows.append(row)
+            print({k: (round(v, 1) if isinstance(v, float) else v) for k, v in row.items() if k != "failures"}, flush=True)
+            json.dump({"provenance": provenance("plan sweeps on v19 (stage-4 weight_gemm; stage-1 rows/warps/chunks at few "
+                                                "tokens): reference check, determinism (two calls bitwise), time_call median "
+                                                "of 30, one run each"), "rows": rows}, open(out, "w"), indent=1)
+        del expected, inputs, outs
+        torch.cuda.empty_cache()

@@ -1,0 +1,43 @@
+"""Issue 16: stage 2's tile shape again, now that it no longer rounds gelu_output (v19 from 2048
+tokens): per-kernel CUPTI times of the whole call (evaluation.timer.time_call), main's plan with
+stage 2's large-token config replaced. One run each. Hypothesis under test: stage 2 (935 us at
+131072) is bound by re-reading its operands per 64x128 tile (43 FLOP per operand byte); 128x256
+tiles halve that traffic (85 FLOP/B), 128x128 take 64."""
+import dataclasses, json, os, sys
+import torch
+import reference
+from evaluation.timer import time_call
+from evaluation.provenance import provenance
+from solution import configs
+from solution.configs import GemmConfig
+import solution.ffn_backward as head
+
+dev = torch.device("cuda")
+plan0 = configs.launch_plan(dev)
+CANDIDATES = {
+    "64x128x64 w4 s3 x3 (v19)": GemmConfig(64, 128, 64, 4, 3, programs_per_sm=3),
+    "128x128x64 w8 s3 x2": GemmConfig(128, 128, 64, 8, 3, programs_per_sm=2),
+    "128x256x64 w8 s3 x1": GemmConfig(128, 256, 64, 8, 3, programs_per_sm=1),
+    "128x128x64 w4 s3 x2": GemmConfig(128, 128, 64, 4, 3, programs_per_sm=2),
+}
+out = os.path.join(os.environ.get("OUT", "."), "stage2_tiles_v19.json")
+rows = []
+for tokens in [int(t) for t in sys.argv[1].split(",")]:
+    w = next(w for w in reference.WORKLOADS if w.tokens == tokens)
+    b, s = w.axes["batch_size"], w.axes["seq_len"]
+    torch.manual_seed(0)
+    inputs = list(reference.make_inputs(b, s, "cuda"))
+    shapes = reference.output_shapes(b, s)
+    outs = [torch.empty(shapes[n], device="cuda") for n in reference.OUTPUT_NAMES]
+    for label, g in CANDIDATES.items():
+        plan = dataclasses.replace(plan0, gelu_gemm=plan0.gelu_gemm[:-1] + ((configs.ANY_TOKENS, g),))
+        try:
+            r = time_call(lambda *a: head.run_with_plan(plan, *a), inputs, outs, warmup=5, rep=30)
+            row = {"tokens": tokens, "stage2": label, "us": r.median_ms * 1e3,
+                   "kernels_us": {k: round(v * 1e3, 2) for k, v in r.activity_ms.items()}}
+        except Exception as e:
+            row = {"tokens": tokens, "stage2": label, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
+        rows.append(row)
+        print(row, flush=True)
+        json.dump({"provenance": provenance("issue 16: stage 2 tile shapes in the v19 pipeline, time_call, one run of 30"),
+                   "rows": rows}, open(out, "w"), indent=1)
