@@ -26,8 +26,6 @@ STAGE4 = {
     "128x128x64 w4 s4 (v19)": P.weight_gemm,
     "128x128x64 w8 s3": GemmConfig(128, 128, 64, 8, 3),
     "64x128x64 w4 s4": GemmConfig(64, 128, 64, 4, 4),
-    "128x128x64 w4 s3": GemmConfig(128, 128, 64, 4, 3),
-    "128x128x32 w4 s6": GemmConfig(128, 128, 32, 4, 6),
     "128x256x64 w8 s3": GemmConfig(128, 256, 64, 8, 3),
 }
 STAGE1 = {
@@ -40,7 +38,19 @@ STAGE1 = {
     "2 rows w4 chunk 4096": R(P, layernorm_block_m=2, fp16_chunk=((ANY_TOKENS, 4096),)),
     "2 rows w4 chunk 8192": R(P, layernorm_block_m=2, fp16_chunk=((ANY_TOKENS, 8192),)),
 }
-SWEEPS = {"stage4": ([2984, 17312, 131072, 1163, 128], {k: R(P, weight_gemm=g) for k, g in STAGE4.items()}),
+# After the first stage-1 sweep: 2 rows, 2 warps won at 128-613 and 2984 tokens but lost at 1163,
+# where stage 4 reduced 3.6x more LayerNorm partial rows (one per row program); fewer row programs
+# (layernorm_waves) keep that reduction short.
+STAGE1B = {
+    "8 rows w4 waves 4 (v19)": P,
+    "2 rows w2 waves 4": R(P, layernorm_block_m=2, layernorm_warps=2),
+    "2 rows w2 waves 2": R(P, layernorm_block_m=2, layernorm_warps=2, layernorm_waves=2),
+    "2 rows w2 waves 1": R(P, layernorm_block_m=2, layernorm_warps=2, layernorm_waves=1),
+    "1 row w2 waves 1": R(P, layernorm_block_m=1, layernorm_warps=2, layernorm_waves=1),
+    "4 rows w2 waves 2": R(P, layernorm_block_m=4, layernorm_warps=2, layernorm_waves=2),
+}
+SWEEPS = {"stage1b": ([128, 131, 422, 613, 1163, 2984, 7184], STAGE1B),
+          "stage4": ([2984, 17312, 131072, 1163], {k: R(P, weight_gemm=g) for k, g in STAGE4.items()}),
           "stage1": ([128, 131, 422, 613, 1163, 2984], STAGE1)}
 out = os.path.join(os.environ.get("OUT", "."), "plan_sweeps_v19.json")
 deadline = time.monotonic() + float(os.environ.get("SWEEP_BUDGET_S", "300"))
