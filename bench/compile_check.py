@@ -124,8 +124,8 @@ def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
     """(tokens, launch) for every entry of the by-token tables, each with a token count divisible by
     16 and one not, and one token (Triton compiles a variant for each)."""
     sizes = [256, 257, 1]
-    # the other entries of the by-token tables: stage 1's chunks, stages 2's and 3's tiles
-    sizes += [n for table in (plan.fp16_chunk, plan.gelu_gemm, plan.input_gemm) for limit, _ in table[:-1]
+    # the other entries of the by-token tables: stage 1's launch and chunks, stages 2's and 3's tiles
+    sizes += [n for table in (plan.layernorm, plan.fp16_chunk, plan.gelu_gemm, plan.input_gemm) for limit, _ in table[:-1]
               for n in (limit + 16 - limit % 16, limit + 1)]
     # stage 4 on the fp32 inputs from stage4_reads_fp32_from tokens (weight_grad_fp32_kernel, stage 1
     # without the copies: a multiple of 16 from there on, and one not); one token fewer on the copies

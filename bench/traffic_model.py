@@ -262,7 +262,7 @@ LATENCY_MS = 0.004
 
 
 def gemm_tiles(kernel: str, tokens: int, plan: LaunchPlan) -> int:
-    """Output tiles of a GEMM stage (stage 4: both weight gradients; its 7 column-sum programs are short)."""
+    """Output tiles of a GEMM stage (stage 4: both weight gradients; its column-sum programs are short)."""
     if kernel in (GELU_TILE, GELU_PERSISTENT):
         g = for_tokens(plan.gelu_gemm, tokens)
         return math.ceil(tokens / g.block_m) * (I // g.block_n)
@@ -382,12 +382,15 @@ def leads(tokens: int, plan: LaunchPlan) -> list[tuple[str, float, int]]:
 # ---------------------------------------------------------------- results files and the command line
 
 COPIES_FIELD = "round_gelu_in_stage2_from"  # in the plans of the rows that ran the fp16 copies
+# Stage 1's launch before it became a by-token table (LaunchPlan.layernorm): one value each
+OLD_LAYERNORM_FIELDS = ("layernorm_block_m", "layernorm_warps", "layernorm_waves")
 
 
 def unmodelled_fields(record: dict | None) -> list[str]:
     """Fields of a results row's plan that today's LaunchPlan does not have (options since removed),
     except the one copies_from_record reads."""
-    return sorted(set(record or {}) - {f.name for f in dataclasses.fields(LaunchPlan)} - {COPIES_FIELD})
+    return sorted(set(record or {}) - {f.name for f in dataclasses.fields(LaunchPlan)} - {COPIES_FIELD}
+                  - set(OLD_LAYERNORM_FIELDS))
 
 
 def copies_from_record(record: dict | None) -> Fp16Copies | None:
@@ -418,7 +421,12 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
             value = gemm(value)
         elif f.name == "fp16_chunk":  # one number for every token count before 6caa1d8's table
             value = ((configs.ANY_TOKENS, value),) if isinstance(value, int) else tuple(map(tuple, value))
+        elif f.name == "layernorm":
+            value = tuple((limit, configs.LayerNormConfig(**c)) for limit, c in value)
         known[f.name] = value
+    if "layernorm" not in known and all(name in record for name in OLD_LAYERNORM_FIELDS):  # one setting for every size
+        block_m, warps, waves = (record[name] for name in OLD_LAYERNORM_FIELDS)
+        known["layernorm"] = ((configs.ANY_TOKENS, configs.LayerNormConfig(block_m, warps, waves)),)
     return dataclasses.replace(default, **known)
 
 

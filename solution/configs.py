@@ -37,10 +37,18 @@ class GemmConfig:
 
 
 @dataclass(frozen=True)
+class LayerNormConfig:
+    """Stage 1's launch: its row programs' step and how many there are, and its warps (the rounding
+    chunk programs run in the same launch, with the same warps and registers)."""
+
+    block_m: int  # rows per LayerNorm-backward step
+    warps: int  # warps of the stage-1 kernel
+    waves: int  # LayerNorm-backward programs per SM at most (each loops over row blocks)
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
-    layernorm_block_m: int  # rows per LayerNorm-backward step
-    layernorm_waves: int  # LayerNorm-backward programs per SM (each loops over row blocks)
-    layernorm_warps: int  # warps of the stage-1 kernel
+    layernorm: tuple[tuple[int, LayerNormConfig], ...]  # stage 1, by tokens
     fp16_chunk: tuple[tuple[int, int], ...]  # elements each stage-1 program rounds to fp16 (of each weight, or of gelu_output), by tokens
     gelu_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 2: grad_residual @ fc2_weight, GELU epilogue, by tokens
     input_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 3: grad_fc1_output @ fc1_weight + grad_residual, by tokens
@@ -48,6 +56,7 @@ class LaunchPlan:
     # grad_fc1_output below stage4_reads_fp32_from tokens; from there gelu_output or hidden_states)
     weight_gemm: GemmConfig
     sum_block_r: int  # rows per step of the final column sums
+    sum_block_c: int  # columns per column-sum program (each sums one H- or I-long vector's slice)
     # Up to this many tokens stages 3 and 4 (both need only stages 1 and 2) run concurrently in the
     # CUDA graph, so that each fills SMs the other leaves idle; beyond, one after the other
     overlap_stages_3_4_up_to: int
@@ -72,12 +81,19 @@ class LaunchPlan:
 
 # H200 measurements behind each choice, cited beside it.
 _HOPPER = LaunchPlan(
-    layernorm_block_m=8,  # stage 1: 452 us vs 503 (16 rows) and 3521 (32 rows) at M=131072 (results/stages_03ebe89.json)
-    # 4 programs per SM: 820 us vs 825 with 8 at M=131072 (results/layernorm_897e45f.json); no
-    # setting of the stage-1 launch moved the 2984-17312-token calls by more than 1-2 us
-    # (results/layernorm_b170e77.json)
-    layernorm_waves=4,
-    layernorm_warps=4,  # 820 us vs 1608 with 8 warps at M=131072 (results/layernorm_897e45f.json)
+    # From 1025 tokens 8 rows a step: 452 us vs 503 (16 rows) and 3521 (32 rows) at M=131072
+    # (results/stages_03ebe89.json); 4 warps: 820 us vs 1608 with 8 (results/layernorm_897e45f.json);
+    # 4 programs per SM: 820 us vs 825 with 8 (same file); no setting of the stage-1 launch moved the
+    # 2984-17312-token calls by more than 1-2 us (results/layernorm_b170e77.json).
+    # Up to 1024 tokens 2 rows a step on 2 warps (prototype, not yet measured as a table): in the
+    # plan sweep on v19 (results/plan_sweeps_bf5f75e.json, one run each) stage 1 took 6.0 vs 8.0 us at
+    # 128 tokens and the call 18.9 vs 20.8; 131: 21.0 vs 23.2; 422: 26.4 vs 27.6; 613: 31.7 vs 32.6
+    # (there stage 4, summing 4x more LayerNorm partial rows, 12.6 vs 10.4 us: see sum_block_c). At
+    # 1163 tokens stage 1 gained nothing (13.1 vs 13.0 us) and the partial rows cost stage 4 10 us.
+    layernorm=(
+        (1024, LayerNormConfig(block_m=2, warps=2, waves=4)),
+        (ANY_TOKENS, LayerNormConfig(block_m=8, warps=4, waves=4)),
+    ),
     # Below stage4_reads_fp32_from tokens stage 1 also rounds gelu_output to fp16 for stage 4, in
     # further chunks (stage 4 reading the fp32 input with pointer loads took 2794 us vs 1069 at
     # M=131072, results/stages_120d9f6.json; the copy was then in stage 2's epilogue, where it cost
@@ -144,6 +160,11 @@ _HOPPER = LaunchPlan(
     # (bench/compile_check.py).
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),
     sum_block_r=32,  # untuned (the sums read at most a few MB)
+    # Prototype, not measured: 28 programs of 128 columns instead of 7 of 512 (v19). With 2-row stage-1
+    # steps a single program streamed up to 528 partial rows x 512 columns (1 MB) and stage 4 grew
+    # from 16.6 to 26.5 us at 1163 tokens (results/plan_sweeps_bf5f75e.json); a quarter of that each
+    # is predicted to end within stage 4's GEMM tiles again.
+    sum_block_c=128,
     # Stages 3 and 4 concurrent vs in order (official timer, one run, results/overlap_6a1d1d9.json):
     # 128 tokens 22.9 vs 26.2 us, 422: 28.1 vs 32.6, 1163: 43.8 vs 50.3; from 2984 tokens both
     # kernels fill the GPU and in order is as fast or faster (2984: 94.4 vs 92.4, 7184: 192.7 vs

@@ -99,8 +99,9 @@ def _gemm_options(g: GemmConfig) -> dict:
 
 
 def layernorm_row_programs(tokens: int, plan: LaunchPlan, sms: int) -> int:
-    """Stage 1's row programs: one per BLOCK_M rows, at most `layernorm_waves` per SM (each loops)."""
-    return max(1, min(triton.cdiv(tokens, plan.layernorm_block_m), plan.layernorm_waves * sms))
+    """Stage 1's row programs: one per block_m rows, at most `waves` per SM (each loops)."""
+    ln = for_tokens(plan.layernorm, tokens)
+    return max(1, min(triton.cdiv(tokens, ln.block_m), ln.waves * sms))
 
 
 @lru_cache(maxsize=32)
@@ -114,6 +115,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     row_programs = layernorm_row_programs(M, plan, sms)
     bias_partial_rows = triton.cdiv(M, g2.block_m)
     chunk = for_tokens(plan.fp16_chunk, M)
+    ln = for_tokens(plan.layernorm, M)
     fp32_stage4 = M >= plan.stage4_reads_fp32_from  # else stage 1 copies hidden_states and gelu_output
 
     # the caller's tensors, as the kernels index them
@@ -156,8 +158,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
          None if fp32_stage4 else gelu_output, fc1_weight, fc2_weight, grad_residual, grad_residual_f16,
          hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16, ln_partials, input_arrivals, M,
          row_programs, tiles3 if input_arrivals is not None else None),
-        dict(H=H, I=I, BLOCK_M=plan.layernorm_block_m, CHUNK=chunk, COPY_INPUTS=not fp32_stage4),
-        dict(num_warps=plan.layernorm_warps), after=())
+        dict(H=H, I=I, BLOCK_M=ln.block_m, CHUNK=chunk, COPY_INPUTS=not fp32_stage4),
+        dict(num_warps=ln.warps), after=())
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
     if g2.programs_per_sm == 0:
@@ -187,10 +189,11 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
             Tiles(grad_residual_f16, (g4.block_k, g4.block_m)), Tiles(gelu_output_f16, (g4.block_k, g4.block_n)),
             Tiles(grad_fc1_output, (g4.block_k, g4.block_m)), Tiles(hidden_states_f16, (g4.block_k, g4.block_n)))
     stage4 = Launch(
-        kernel4, weight_grad_programs(H, I, g4.block_m, g4.block_n),
+        kernel4, weight_grad_programs(H, I, g4.block_m, g4.block_n, plan.sum_block_c),
         (*gemm_operands4, ln_partials, row_programs, bias_partials, bias_partial_rows,
          grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, M),
-        dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, SUM_BLOCK_R=plan.sum_block_r),
+        dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, SUM_BLOCK_R=plan.sum_block_r,
+             SUM_BLOCK_C=plan.sum_block_c),
         _gemm_options(g4), after=(1,) if M <= plan.overlap_stages_3_4_up_to else (2,))
 
     launches = (stage1, stage2, stage3, stage4)

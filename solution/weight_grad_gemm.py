@@ -100,7 +100,7 @@ def _column_sum(
 
 @triton.jit
 def column_sums_chunk(
-    chunk,  # in [0, 3 + I // H)
+    chunk,  # in [0, column_sum_chunks(H, I, SUM_BLOCK_C))
     ln_partials,  # (num_ln_partials, 3, H) fp32, from stage 1
     num_ln_partials,
     bias_partials,  # (num_bias_partials, I) fp32, from stage 2
@@ -112,17 +112,24 @@ def column_sums_chunk(
     H: tl.constexpr,
     I: tl.constexpr,
     SUM_BLOCK_R: tl.constexpr,
+    SUM_BLOCK_C: tl.constexpr,
 ):
-    """grad_ln_weight, grad_ln_bias, grad_fc2_bias (chunks 0-2), then the H-wide chunks of grad_fc1_bias."""
-    if chunk == 0:
-        _column_sum(ln_partials, 3 * H, num_ln_partials, grad_ln_weight, H, SUM_BLOCK_R)
-    elif chunk == 1:
-        _column_sum(ln_partials + H, 3 * H, num_ln_partials, grad_ln_bias, H, SUM_BLOCK_R)
-    elif chunk == 2:
-        _column_sum(ln_partials + 2 * H, 3 * H, num_ln_partials, grad_fc2_bias, H, SUM_BLOCK_R)
+    """SUM_BLOCK_C columns of one sum a chunk: grad_ln_weight, grad_ln_bias, grad_fc2_bias (the
+    first 3 * H / SUM_BLOCK_C chunks, in that order), then grad_fc1_bias."""
+    per_sum: tl.constexpr = H // SUM_BLOCK_C
+    if chunk < 3 * per_sum:
+        which = chunk // per_sum
+        col = (chunk % per_sum) * SUM_BLOCK_C
+        if which == 0:
+            out = grad_ln_weight
+        elif which == 1:
+            out = grad_ln_bias
+        else:
+            out = grad_fc2_bias
+        _column_sum(ln_partials + which * H + col, 3 * H, num_ln_partials, out + col, SUM_BLOCK_C, SUM_BLOCK_R)
     else:
-        offset = (chunk - 3) * H
-        _column_sum(bias_partials + offset, I, num_bias_partials, grad_fc1_bias + offset, H, SUM_BLOCK_R)
+        offset = (chunk - 3 * per_sum) * SUM_BLOCK_C
+        _column_sum(bias_partials + offset, I, num_bias_partials, grad_fc1_bias + offset, SUM_BLOCK_C, SUM_BLOCK_R)
 
 
 @triton.jit
@@ -137,6 +144,7 @@ def weight_grad_kernel(
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
     SUM_BLOCK_R: tl.constexpr,
+    SUM_BLOCK_C: tl.constexpr,
 ):
     """Fewer tokens: gelu_output and hidden_states are stage 1's fp16 copies."""
     pid = tl.program_id(0)
@@ -148,7 +156,8 @@ def weight_grad_kernel(
                            BLOCK_P, BLOCK_Q, BLOCK_K)
     else:
         column_sums_chunk(pid - 2 * fc2_tiles, ln_partials, num_ln_partials, bias_partials, num_bias_partials,
-                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R)
+                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R,
+                          SUM_BLOCK_C)
 
 
 @triton.jit
@@ -164,6 +173,7 @@ def weight_grad_fp32_kernel(
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
     SUM_BLOCK_R: tl.constexpr,
+    SUM_BLOCK_C: tl.constexpr,
 ):
     """More tokens: gelu_output and hidden_states are the caller's fp32 tensors (A operands)."""
     pid = tl.program_id(0)
@@ -177,7 +187,8 @@ def weight_grad_fp32_kernel(
         _fp32_token_contraction(a, b, out, M, P, Q, pid % tiles, BLOCK_P, BLOCK_Q, BLOCK_K)
     else:
         column_sums_chunk(pid - 2 * tiles, ln_partials, num_ln_partials, bias_partials, num_bias_partials,
-                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R)
+                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R,
+                          SUM_BLOCK_C)
 
 
 @triton.constexpr_function
@@ -187,12 +198,12 @@ def weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q):
     return (H // BLOCK_P) * (I // BLOCK_Q)
 
 
-@triton.constexpr_function
-def column_sum_chunks(H, I):
-    """The 3 LayerNorm-side sums, then the I / H chunks of the FC1 bias."""
-    return 3 + I // H
+def column_sum_chunks(H: int, I: int, sum_block_c: int) -> int:
+    """The 3 LayerNorm-side sums, then the FC1 bias, in chunks of sum_block_c columns."""
+    assert H % sum_block_c == 0 and I % sum_block_c == 0, (H, I, sum_block_c)
+    return (3 * H + I) // sum_block_c
 
 
-def weight_grad_programs(H: int, I: int, block_p: int, block_q: int) -> int:
+def weight_grad_programs(H: int, I: int, block_p: int, block_q: int, sum_block_c: int) -> int:
     """Grid size: both GEMMs' tiles, then the column-sum chunks."""
-    return 2 * weight_grad_tiles(H, I, block_p, block_q) + column_sum_chunks(H, I)
+    return 2 * weight_grad_tiles(H, I, block_p, block_q) + column_sum_chunks(H, I, sum_block_c)

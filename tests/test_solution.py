@@ -194,6 +194,35 @@ def test_unaligned_fc1_output(device, nan_outputs, outputs_pass):
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
+@pytest.mark.parametrize("layernorm, sum_block_c", [(configs.LayerNormConfig(2, 2, 4), 64),
+                                                    (configs.LayerNormConfig(1, 4, 1), 512),
+                                                    (configs.LayerNormConfig(8, 4, 4), 128)],
+                         ids=["2rows-w2-c64", "1row-one-wave-c512", "8rows-c128"])
+def test_layernorm_launch_and_column_sums(layernorm, sum_block_c, device, nan_outputs, outputs_pass):
+    """Stage 1's row step, warps and program count, and stage 4's column-sum chunks: every setting
+    gives the reference's outputs (rows past M masked; several partial rows a sum)."""
+    inputs = draw(2, 37, device, seed=340)
+    outputs = nan_outputs(2, 37, device)
+    call(inputs, outputs, device_plan(device, layernorm=((configs.ANY_TOKENS, layernorm),), sum_block_c=sum_block_c))
+    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+
+
+def test_layernorm_launch_by_tokens():
+    """Stage 1's launch follows the plan's by-token table: the row step, warps and row programs of
+    the entry whose bound the call's tokens reach."""
+    plan = configs.PLANS["cpu"]
+    (bound, few), (_, more) = plan.layernorm[0], plan.layernorm[-1]
+
+    def stage1(tokens: int):
+        return describe_call(Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu")), plan).launches[0]
+
+    for tokens, expected in ((bound, few), (bound + 1, more)):
+        launch = stage1(tokens)
+        assert launch.constexprs["BLOCK_M"] == expected.block_m and launch.options["num_warps"] == expected.warps
+        sms = configs.multiprocessor_count(torch.device("cpu"))
+        assert launch.args[-2] == min(-(-tokens // expected.block_m), expected.waves * sms)  # row programs
+
+
 STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.ANY_TOKENS, id="stage4-reads-fp16-copies")]
 
 
@@ -269,6 +298,8 @@ def test_a_plans_hash_follows_its_equality():
         assert other == plan and hash(other) == hash(plan)
     assert "_hash" not in pickle.loads(pickle.dumps(plan)).__dict__
     changed = dataclasses.replace(plan, sum_block_r=plan.sum_block_r * 2)
+    assert changed != plan and hash(changed) != hash(plan)
+    changed = dataclasses.replace(plan, layernorm=((configs.ANY_TOKENS, configs.LayerNormConfig(1, 1, 1)),))
     assert changed != plan and hash(changed) != hash(plan)
 
 
