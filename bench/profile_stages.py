@@ -41,7 +41,8 @@ SWEEPS = {"large": [
     *({"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"weight_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
 ], "layernorm": [  # stage 1 streams ~7 KB a token (~23 KB with the copies below 2048): occupancy and bytes in flight
-    *({"layernorm": _all_tokens(LayerNormConfig(*c))} for c in ((4, 4, 4), (8, 8, 4), (8, 4, 8), (8, 4, 2))),
+    *({"layernorm": _all_tokens(LayerNormConfig(block_m=m, warps=w, waves=x))}
+      for m, w, x in ((4, 4, 4), (8, 8, 4), (8, 4, 8), (8, 4, 2))),
     {"fp16_chunk": _all_tokens(4096)}, {"fp16_chunk": _all_tokens(16384)},  # 32768 spills (1.8 KB in stage 1)
 ], "input": [  # stage 3's tiles (TMA-fed) across token counts: 128x256 tiles leave SMs idle at few tokens
     {"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 128, 64, 8, 4), GemmConfig(64, 256, 64, 8, 3),
@@ -62,8 +63,10 @@ SWEEPS = {"large": [
     # stage 2: 64x32 tiles up to 256 tokens (64 programs at 128 tokens), or 64x64 (32) as before 6caa1d8
     {"gelu_gemm": ((1024, GemmConfig(64, 64, 64, 4, 3)), *_DEFAULT.gelu_gemm[-1:])},
 ], "few_tokens_layernorm": [  # stage 1 at few tokens (rows a step, warps, programs an SM) and stage 4's column sums
-    *({"layernorm": _all_tokens(LayerNormConfig(*c))} for c in ((8, 4, 4), (2, 2, 4), (2, 2, 2), (2, 2, 1), (1, 2, 1), (1, 4, 4),
-                                                                 (4, 2, 2))),
+    # v19 as it was: 8 rows on 4 warps, 4 programs an SM, column sums one 512-wide slice a program
+    {"layernorm": _all_tokens(LayerNormConfig(block_m=8, warps=4, waves=4)), "sum_block_c": 512},
+    *({"layernorm": _all_tokens(LayerNormConfig(block_m=m, warps=w, waves=x))}
+      for m, w, x in ((8, 4, 4), (2, 2, 4), (2, 2, 2), (2, 2, 1), (1, 2, 1), (1, 4, 4), (4, 2, 2))),
     {"sum_block_c": 512}, {"sum_block_c": 64},
 ], "stage4_layout": [  # stage 4 on the fp32 gelu_output and hidden_states, or on stage 1's fp16 copies, at every size
     {"stage4_reads_fp32_from": 0}, {"stage4_reads_fp32_from": configs.ANY_TOKENS},

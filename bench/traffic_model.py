@@ -105,7 +105,7 @@ def gemm_flops(m: int, n: int, k: int) -> int:
 
 def layernorm_programs(tokens: int, plan: LaunchPlan) -> int:
     """Stage 1's row programs on an H200; each writes a 3 x H row of partial sums."""
-    return layernorm_row_programs(tokens, plan, SMS)
+    return layernorm_row_programs(tokens, for_tokens(plan.layernorm, tokens), SMS)
 
 
 def stage2_kernel(tokens: int, plan: LaunchPlan) -> str:
@@ -382,15 +382,19 @@ def leads(tokens: int, plan: LaunchPlan) -> list[tuple[str, float, int]]:
 # ---------------------------------------------------------------- results files and the command line
 
 COPIES_FIELD = "round_gelu_in_stage2_from"  # in the plans of the rows that ran the fp16 copies
-# Stage 1's launch before it became a by-token table (LaunchPlan.layernorm): one value each
-OLD_LAYERNORM_FIELDS = ("layernorm_block_m", "layernorm_warps", "layernorm_waves")
+# Stage 1's launch before it became a by-token table (LaunchPlan.layernorm): one value each, for
+# every size; rows from before layernorm_warps existed ran 4 warps
+OLD_LAYERNORM_FIELDS = {"layernorm_block_m": "block_m", "layernorm_warps": "warps", "layernorm_waves": "waves"}
+OLD_LAYERNORM_DEFAULTS = {"warps": 4, "waves": 4}
+# Stage 4's column sums before sum_block_c: one program per H-wide vector slice
+OLD_SUM_BLOCK_C = H
 
 
 def unmodelled_fields(record: dict | None) -> list[str]:
     """Fields of a results row's plan that today's LaunchPlan does not have (options since removed),
     except the one copies_from_record reads."""
-    return sorted(set(record or {}) - {f.name for f in dataclasses.fields(LaunchPlan)} - {COPIES_FIELD}
-                  - set(OLD_LAYERNORM_FIELDS))
+    translated = set(OLD_LAYERNORM_FIELDS) if record and "layernorm_block_m" in record else set()
+    return sorted(set(record or {}) - {f.name for f in dataclasses.fields(LaunchPlan)} - {COPIES_FIELD} - translated)
 
 
 def copies_from_record(record: dict | None) -> Fp16Copies | None:
@@ -405,10 +409,11 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
     default = configs.PLANS["sm_90"]
     if not record:
         return default
-    gemm_fields = {f.name for f in dataclasses.fields(GemmConfig)}
+    def known_fields(cls, d: dict) -> dict:
+        return {k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}}
 
     def gemm(d: dict) -> GemmConfig:
-        return GemmConfig(**{k: v for k, v in d.items() if k in gemm_fields})
+        return GemmConfig(**known_fields(GemmConfig, d))
 
     known = {}
     for f in dataclasses.fields(LaunchPlan):
@@ -422,11 +427,13 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
         elif f.name == "fp16_chunk":  # one number for every token count before 6caa1d8's table
             value = ((configs.ANY_TOKENS, value),) if isinstance(value, int) else tuple(map(tuple, value))
         elif f.name == "layernorm":
-            value = tuple((limit, configs.LayerNormConfig(**c)) for limit, c in value)
+            value = tuple((limit, configs.LayerNormConfig(**known_fields(configs.LayerNormConfig, c))) for limit, c in value)
         known[f.name] = value
-    if "layernorm" not in known and all(name in record for name in OLD_LAYERNORM_FIELDS):  # one setting for every size
-        block_m, warps, waves = (record[name] for name in OLD_LAYERNORM_FIELDS)
-        known["layernorm"] = ((configs.ANY_TOKENS, configs.LayerNormConfig(block_m, warps, waves)),)
+    if "layernorm" not in known and "layernorm_block_m" in record:  # one setting for every size
+        old = OLD_LAYERNORM_DEFAULTS | {new: record[name] for name, new in OLD_LAYERNORM_FIELDS.items() if name in record}
+        known["layernorm"] = ((configs.ANY_TOKENS, configs.LayerNormConfig(**old)),)
+    if "sum_block_c" not in record and "sum_block_r" in record:
+        known["sum_block_c"] = OLD_SUM_BLOCK_C
     return dataclasses.replace(default, **known)
 
 

@@ -83,13 +83,18 @@ class LaunchPlan:
 _HOPPER = LaunchPlan(
     # From 1025 tokens 8 rows a step: 452 us vs 503 (16 rows) and 3521 (32 rows) at M=131072
     # (results/stages_03ebe89.json); 4 warps: 820 us vs 1608 with 8 (results/layernorm_897e45f.json);
-    # 4 programs per SM: 820 us vs 825 with 8 (same file); no setting of the stage-1 launch moved the
-    # 2984-17312-token calls by more than 1-2 us (results/layernorm_b170e77.json).
+    # 4 programs per SM: 820 us vs 825 with 8 (same file). At 2984-17312 tokens (official timer, one
+    # run, results/layernorm_b170e77.json, then with the fp16 copies at every size) 8 warps lost 43-103
+    # us at 7184 and 17312 (won 4.7 at 2984), 4 rows lost 22 us at 17312, 2 or 8 programs an SM moved
+    # the call by at most 5 us.
     # Up to 1024 tokens 2 rows a step on 2 warps (prototype, not yet measured as a table): in the
     # plan sweep on v19 (results/plan_sweeps_bf5f75e.json, one run each) stage 1 took 6.0 vs 8.0 us at
     # 128 tokens and the call 18.9 vs 20.8; 131: 21.0 vs 23.2; 422: 26.4 vs 27.6; 613: 31.7 vs 32.6
     # (there stage 4, summing 4x more LayerNorm partial rows, 12.6 vs 10.4 us: see sum_block_c). At
     # 1163 tokens stage 1 gained nothing (13.1 vs 13.0 us) and the partial rows cost stage 4 10 us.
+    # The bound is not measured: between 613 tokens (a win) and 1163 (a loss). At 2984 tokens the
+    # same setting also won (86.4 vs 89.2 us, stage 4 +2.5), not yet adopted: one run, and no
+    # measurement at 7184 and beyond.
     layernorm=(
         (1024, LayerNormConfig(block_m=2, warps=2, waves=4)),
         (ANY_TOKENS, LayerNormConfig(block_m=8, warps=4, waves=4)),

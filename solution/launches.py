@@ -20,7 +20,7 @@ import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .arguments import Dims
-from .configs import GemmConfig, LaunchPlan, for_tokens, multiprocessor_count
+from .configs import GemmConfig, LaunchPlan, LayerNormConfig, for_tokens, multiprocessor_count
 from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
@@ -98,9 +98,8 @@ def _gemm_options(g: GemmConfig) -> dict:
     return dict(num_warps=g.num_warps, num_stages=g.num_stages)
 
 
-def layernorm_row_programs(tokens: int, plan: LaunchPlan, sms: int) -> int:
+def layernorm_row_programs(tokens: int, ln: LayerNormConfig, sms: int) -> int:
     """Stage 1's row programs: one per block_m rows, at most `waves` per SM (each loops)."""
-    ln = for_tokens(plan.layernorm, tokens)
     return max(1, min(triton.cdiv(tokens, ln.block_m), ln.waves * sms))
 
 
@@ -112,10 +111,10 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     f32, f16 = torch.float32, torch.float16
     g2, g3, g4 = for_tokens(plan.gelu_gemm, M), for_tokens(plan.input_gemm, M), plan.weight_gemm
     sms = multiprocessor_count(device)
-    row_programs = layernorm_row_programs(M, plan, sms)
+    ln = for_tokens(plan.layernorm, M)
+    row_programs = layernorm_row_programs(M, ln, sms)
     bias_partial_rows = triton.cdiv(M, g2.block_m)
     chunk = for_tokens(plan.fp16_chunk, M)
-    ln = for_tokens(plan.layernorm, M)
     fp32_stage4 = M >= plan.stage4_reads_fp32_from  # else stage 1 copies hidden_states and gelu_output
 
     # the caller's tensors, as the kernels index them

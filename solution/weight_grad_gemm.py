@@ -22,8 +22,8 @@ Two layouts, chosen by token count (configs.LaunchPlan.stage4_reads_fp32_from):
 
 Either launch holds both GEMMs and the reductions of the earlier stages' per-program partial sums:
 programs [0, T) own the tiles of grad_fc2_weight, [T, 2T) those of grad_fc1_weight (both weights have
-H x I elements, so T tiles each), and the last ones each sum one H-wide column chunk: grad_ln_weight,
-grad_ln_bias, grad_fc2_bias (from the LayerNorm partials), then the I / H chunks of grad_fc1_bias.
+H x I elements, so T tiles each), and the last ones each sum SUM_BLOCK_C columns of one vector:
+grad_ln_weight, grad_ln_bias, grad_fc2_bias (from the LayerNorm partials), then grad_fc1_bias.
 Every tile loops over all tokens in a fixed order, so the result is deterministic. All GEMM operands
 are loaded by TMA.
 """
@@ -116,6 +116,7 @@ def column_sums_chunk(
 ):
     """SUM_BLOCK_C columns of one sum a chunk: grad_ln_weight, grad_ln_bias, grad_fc2_bias (the
     first 3 * H / SUM_BLOCK_C chunks, in that order), then grad_fc1_bias."""
+    tl.static_assert(H % SUM_BLOCK_C == 0 and I % SUM_BLOCK_C == 0, "column-sum chunks must tile H and I")
     per_sum: tl.constexpr = H // SUM_BLOCK_C
     if chunk < 3 * per_sum:
         which = chunk // per_sum

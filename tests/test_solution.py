@@ -19,7 +19,7 @@ from solution import configs
 from solution.arguments import MIN_SIZE, TENSOR_NAMES, Dims, check_arguments
 from solution.ffn_backward import run as solution_run
 from solution.ffn_backward import run_with_plan
-from solution.launches import Buffer, describe_call, launch_in_order, workspace_views
+from solution.launches import Buffer, describe_call, launch_in_order, layernorm_row_programs, workspace_views
 
 # Live draws are compared with the reference on the same inputs under FIXTURE_TOLERANCE, the tightest
 # official tolerance (B1xS131's: atol 0.028, rtol 1e-3, 99 % matched; the smallest workload, B1xS128,
@@ -208,19 +208,32 @@ def test_layernorm_launch_and_column_sums(layernorm, sum_block_c, device, nan_ou
 
 
 def test_layernorm_launch_by_tokens():
-    """Stage 1's launch follows the plan's by-token table: the row step, warps and row programs of
-    the entry whose bound the call's tokens reach."""
+    """Stage 1's launch follows the plan's by-token table at its bound: the row step, warps and row
+    programs of the entry the call's tokens reach; stage 4 sums as many LayerNorm partial rows."""
+    few, more = configs.LayerNormConfig(2, 2, 1), configs.LayerNormConfig(8, 4, 4)
+    plan = dataclasses.replace(configs.PLANS["cpu"], layernorm=((64, few), (configs.ANY_TOKENS, more)))
+    sms = configs.multiprocessor_count(torch.device("cpu"))
+
+    for tokens, expected in ((64, few), (65, more)):
+        call_ = describe_call(Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
+        stage1, stage4 = call_.launches[0], call_.launches[-1]
+        assert stage1.constexprs["BLOCK_M"] == expected.block_m and stage1.options["num_warps"] == expected.warps
+        programs = layernorm_row_programs(tokens, expected, sms)
+        assert programs == min(-(-tokens // expected.block_m), expected.waves * sms)
+        ln_partials = next(w for w in call_.workspaces if w.name == "ln_partials")
+        assert ln_partials.shape == (programs, 3, 512)
+        assert stage4.args[stage4.args.index(ln_partials) + 1] == programs  # num_ln_partials
+    assert layernorm_row_programs(64, few, sms) != layernorm_row_programs(64, more, sms)
+
+
+def test_stage4_grid_covers_the_column_sums():
+    """Stage 4's grid: both GEMMs' tiles, then exactly (3 H + I) / sum_block_c column-sum programs."""
     plan = configs.PLANS["cpu"]
-    (bound, few), (_, more) = plan.layernorm[0], plan.layernorm[-1]
-
-    def stage1(tokens: int):
-        return describe_call(Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu")), plan).launches[0]
-
-    for tokens, expected in ((bound, few), (bound + 1, more)):
-        launch = stage1(tokens)
-        assert launch.constexprs["BLOCK_M"] == expected.block_m and launch.options["num_warps"] == expected.warps
-        sms = configs.multiprocessor_count(torch.device("cpu"))
-        assert launch.args[-2] == min(-(-tokens // expected.block_m), expected.waves * sms)  # row programs
+    for sum_block_c in (64, 128, 512):
+        call_ = describe_call(Dims(tokens=100, hidden=512, intermediate=2048, device=torch.device("cpu")),
+                              dataclasses.replace(plan, sum_block_c=sum_block_c))
+        g = plan.weight_gemm
+        assert call_.launches[-1].grid == 2 * (512 // g.block_m) * (2048 // g.block_n) + (3 * 512 + 2048) // sum_block_c
 
 
 STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.ANY_TOKENS, id="stage4-reads-fp16-copies")]
@@ -347,6 +360,8 @@ def test_tiles_cover_min_size():
     for arch, plan in configs.PLANS.items():
         for g in (plan.weight_gemm, *(c for _, c in plan.gelu_gemm + plan.input_gemm)):
             assert max(g.block_m, g.block_n, g.block_k) <= MIN_SIZE, (arch, g)
+        c = plan.sum_block_c  # the column sums' chunks must tile every H and I accepted (powers of two)
+        assert c <= MIN_SIZE and c & (c - 1) == 0, (arch, c)
 
 
 def test_random_ln_weight_and_eps(device, nan_outputs, outputs_pass):

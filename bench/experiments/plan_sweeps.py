@@ -1,4 +1,5 @@
-"""Two plan sweeps on main's solution (v19), each variant checked against the reference first
+"""Plan sweeps (ported to LaunchPlan.layernorm on branch proto/stage1-by-tokens; the run of
+results/plan_sweeps_bf5f75e.json used the old layernorm_* fields, at bf5f75e on main) on main's solution (v19), each variant checked against the reference first
 (NaN-filled outputs, the workload's tolerance), then timed with evaluation.timer.time_call (official
 style, median of 30; per-kernel CUPTI times), one run each.
 
@@ -16,12 +17,13 @@ import reference
 from evaluation.timer import time_call
 from evaluation.provenance import provenance
 from solution import configs
-from solution.configs import ANY_TOKENS, GemmConfig
+from solution.configs import ANY_TOKENS, GemmConfig, LayerNormConfig
 import solution.ffn_backward as head
 
 dev = torch.device("cuda")
 P = configs.launch_plan(dev)
 R = dataclasses.replace
+V19 = R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=8, warps=4, waves=4)),), sum_block_c=512)  # v19's stage 1 and sums
 STAGE4 = {
     "128x128x64 w4 s4 (v19)": P.weight_gemm,
     "128x128x64 w8 s3": GemmConfig(128, 128, 64, 8, 3),
@@ -29,25 +31,27 @@ STAGE4 = {
     "128x256x64 w8 s3": GemmConfig(128, 256, 64, 8, 3),
 }
 STAGE1 = {
-    "8 rows w4 (v19)": P,
-    "4 rows w4": R(P, layernorm_block_m=4),
-    "2 rows w4": R(P, layernorm_block_m=2),
-    "1 row w4": R(P, layernorm_block_m=1),
-    "2 rows w2": R(P, layernorm_block_m=2, layernorm_warps=2),
-    "2 rows w4 chunk 1024 to 512 tokens": R(P, layernorm_block_m=2, fp16_chunk=((512, 1024), (ANY_TOKENS, 8192))),
-    "2 rows w4 chunk 4096": R(P, layernorm_block_m=2, fp16_chunk=((ANY_TOKENS, 4096),)),
-    "2 rows w4 chunk 8192": R(P, layernorm_block_m=2, fp16_chunk=((ANY_TOKENS, 8192),)),
+    "8 rows w4 (v19)": V19,
+    "branch plan": P,
+    "4 rows w4": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=4, warps=4, waves=4)),)),
+    "2 rows w4": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=2, warps=4, waves=4)),)),
+    "1 row w4": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=1, warps=4, waves=4)),)),
+    "2 rows w2": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4)),)),
+    "2 rows w4 chunk 1024 to 512 tokens": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=2, warps=4, waves=4)),), fp16_chunk=((512, 1024), (ANY_TOKENS, 8192))),
+    "2 rows w4 chunk 4096": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=2, warps=4, waves=4)),), fp16_chunk=((ANY_TOKENS, 4096),)),
+    "2 rows w4 chunk 8192": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=2, warps=4, waves=4)),), fp16_chunk=((ANY_TOKENS, 8192),)),
 }
 # After the first stage-1 sweep: 2 rows, 2 warps won at 128-613 and 2984 tokens but lost at 1163,
 # where stage 4 reduced 3.6x more LayerNorm partial rows (one per row program); fewer row programs
 # (layernorm_waves) keep that reduction short.
 STAGE1B = {
-    "8 rows w4 waves 4 (v19)": P,
-    "2 rows w2 waves 4": R(P, layernorm_block_m=2, layernorm_warps=2),
-    "2 rows w2 waves 2": R(P, layernorm_block_m=2, layernorm_warps=2, layernorm_waves=2),
-    "2 rows w2 waves 1": R(P, layernorm_block_m=2, layernorm_warps=2, layernorm_waves=1),
-    "1 row w2 waves 1": R(P, layernorm_block_m=1, layernorm_warps=2, layernorm_waves=1),
-    "4 rows w2 waves 2": R(P, layernorm_block_m=4, layernorm_warps=2, layernorm_waves=2),
+    "8 rows w4 waves 4 (v19)": V19,
+    "branch plan": P,
+    "2 rows w2 waves 4": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4)),)),
+    "2 rows w2 waves 2": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=2)),)),
+    "2 rows w2 waves 1": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=1)),)),
+    "1 row w2 waves 1": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=1, warps=2, waves=1)),)),
+    "4 rows w2 waves 2": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=4, warps=2, waves=2)),)),
 }
 SWEEPS = {"stage1b": ([128, 131, 422, 613, 1163, 2984, 7184], STAGE1B),
           "stage4": ([2984, 17312, 131072, 1163], {k: R(P, weight_gemm=g) for k, g in STAGE4.items()}),

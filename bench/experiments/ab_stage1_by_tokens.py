@@ -1,0 +1,53 @@
+"""Issue 17 A/B in one process: v19 (main) vs branch proto/stage1-by-tokens (fdd4562: stage 1 2 rows a
+step on 2 warps up to 1024 tokens; stage 4's column sums in 128-column chunks). Official-style timer,
+2 interleaved rounds, median of 50 each; correctness first. Prediction: 128 tokens 20.8 -> ~18.9 us,
+131 23.2 -> ~21.0, 422 27.6 -> ~26.4, 613 32.6 -> ~31.7 or better, 1163 and 2984 unchanged."""
+import json, os, sys, time
+sys.path.insert(0, os.path.dirname(__file__))
+import torch
+import reference
+from evaluation.timer import time_call
+from evaluation.provenance import provenance
+import proto_solution.ffn_backward as proto  # this branch's solution/, copied beside this script as proto_solution/; main's (v19) is `solution`
+import solution.ffn_backward as head
+
+VARIANTS = (("v19", head.run), ("stage1_by_tokens", proto.run))
+deadline = time.monotonic() + float(os.environ.get("AB_BUDGET_S", "150"))
+out = os.path.join(os.environ.get("OUT", "."), "stage1_by_tokens_ab.json")
+rows = []
+for tokens in [int(t) for t in sys.argv[1].split(",")]:
+    if time.monotonic() > deadline:
+        rows.append({"tokens": tokens, "error": "skipped: time budget spent"})
+        continue
+    try:
+        w = next(w for w in reference.WORKLOADS if w.tokens == tokens)
+        b, s = w.axes["batch_size"], w.axes["seq_len"]
+        torch.manual_seed(0)
+        inputs = list(reference.make_inputs(b, s, "cuda"))
+        shapes = reference.output_shapes(b, s)
+        outs = [torch.empty(shapes[n], device="cuda") for n in reference.OUTPUT_NAMES]
+        expected = reference.run(*inputs)
+        correct, worst = {}, {}
+        for name, fn in VARIANTS:
+            nan = [torch.full_like(o, float("nan")) for o in outs]
+            fn(*inputs, *nan)
+            torch.cuda.synchronize()
+            verdicts = {n: reference.check_output(o, e, w.tolerance) for n, o, e in zip(reference.OUTPUT_NAMES, nan, expected)}
+            correct[name] = all(v.passed for v in verdicts.values())
+            worst[name] = {n: str(v)[:120] for n, v in verdicts.items() if not v.passed}
+        del expected
+        res = {name: [] for name, _ in VARIANTS}
+        for rnd in range(2):
+            for name, fn in VARIANTS:
+                r = time_call(fn, inputs, outs, warmup=10, rep=50)
+                res[name].append({"us": r.median_ms * 1e3, "kernels_us": {k: round(v * 1e3, 2) for k, v in r.activity_ms.items()}})
+        rows.append({"tokens": tokens, "correct": correct, "failures": worst, **res})
+        print(tokens, correct, {k: [round(x["us"], 1) for x in v] for k, v in res.items()}, flush=True)
+        for k, v in res.items():
+            print("   ", k, v[-1]["kernels_us"], flush=True)
+    except Exception as e:  # one line, then the next token count
+        rows.append({"tokens": tokens, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"})
+        print(tokens, "ERROR", rows[-1]["error"], flush=True)
+    json.dump({"provenance": provenance("issue 17 A/B: v19 (main) vs proto/stage1-by-tokens (fdd4562); "
+                                        "evaluation.timer.time_call (official-style), 2 interleaved rounds, median of 50 each"), "rows": rows},
+              open(out, "w"), indent=1)
