@@ -73,9 +73,10 @@ class LaunchPlan:
 # H200 measurements behind each choice, cited beside it.
 _HOPPER = LaunchPlan(
     layernorm_block_m=8,  # stage 1: 452 us vs 503 (16 rows) and 3521 (32 rows) at M=131072 (results/stages_03ebe89.json)
-    # 4 programs per SM: 820 us vs 825 with 8 at M=131072 (results/layernorm_897e45f.json); no
-    # setting of the stage-1 launch moved the 2984-17312-token calls by more than 1-2 us
-    # (results/layernorm_b170e77.json)
+    # 4 programs per SM: 820 us vs 825 with 8 at M=131072 (results/layernorm_897e45f.json). At
+    # 2984-17312 tokens (official timer, one run, results/layernorm_b170e77.json, then with the fp16
+    # copies at every size) 8 warps lost 43-103 us at 7184 and 17312 (won 4.7 at 2984), 4 rows lost
+    # 22 us at 17312, 2 or 8 programs an SM moved the call by at most 5 us
     layernorm_waves=4,
     layernorm_warps=4,  # 820 us vs 1608 with 8 warps at M=131072 (results/layernorm_897e45f.json)
     # Below stage4_reads_fp32_from tokens stage 1 also rounds gelu_output to fp16 for stage 4, in
