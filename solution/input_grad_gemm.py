@@ -46,15 +46,32 @@ def input_grad_gemm_kernel(
     """A tile of grad_hidden_states a program (SPLITS = 1), or a K slice of one (TMA: rows past M
     load as zeros)."""
     if SPLITS == 1:
-        tile_m, tile_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), H // BLOCK_N, GROUP_M)
-        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k in range(0, I, BLOCK_K):
-            acc = tl.dot(grad_fc1_output.load([row, k]), fc1_weight.load([k, col]), acc)
+        acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, tl.program_id(0), 0, I, H, BLOCK_M,
+                                        BLOCK_N, BLOCK_K, GROUP_M)
         store_tile(grad_hidden_states, acc + grad_residual.load([row, col]), row, col, M, H, BLOCK_M, BLOCK_N)
     else:
         input_grad_split_k(grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states, partials, arrivals, M,
                            H, I, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLITS)
+
+
+@triton.jit
+def k_slice_of_tile(
+    grad_fc1_output, fc1_weight, M, tile, split,
+    K_SPLIT: tl.constexpr,  # the slice's length: K = [split, split + 1) * K_SPLIT
+    H: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    """grad_fc1_output[rows, K] @ fc1_weight[K, cols] for output tile `tile` (in the grouped order)
+    and K slice `split`: (the fp32 tile, its first row, its first column)."""
+    tile_m, tile_n = grouped_tile(tile, tl.cdiv(M, BLOCK_M), H // BLOCK_N, GROUP_M)
+    row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k in range(split * K_SPLIT, (split + 1) * K_SPLIT, BLOCK_K):
+        acc = tl.dot(grad_fc1_output.load([row, k]), fc1_weight.load([k, col]), acc)
+    return acc, row, col
 
 
 @triton.jit
@@ -73,14 +90,10 @@ def input_grad_split_k(
     tl.static_assert(I % (SPLITS * BLOCK_K) == 0, "each split must be a whole number of BLOCK_K steps")
     K_SPLIT: tl.constexpr = I // SPLITS
     TILE: tl.constexpr = BLOCK_M * BLOCK_N
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    tiles = tiles_m * (H // BLOCK_N)
+    tiles = tl.cdiv(M, BLOCK_M) * (H // BLOCK_N)
     tile, split = tl.program_id(0) % tiles, tl.program_id(0) // tiles
-    tile_m, tile_n = grouped_tile(tile, tiles_m, H // BLOCK_N, GROUP_M)
-    row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k in range(split * K_SPLIT, (split + 1) * K_SPLIT, BLOCK_K):
-        acc = tl.dot(grad_fc1_output.load([row, k]), fc1_weight.load([k, col]), acc)
+    acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, tile, split, K_SPLIT, H, BLOCK_M, BLOCK_N,
+                                    BLOCK_K, GROUP_M)
 
     in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     tile_partials = partials + tile * (SPLITS * TILE)  # this tile's SPLITS partials, split-major
