@@ -66,8 +66,8 @@ SWEEPS = {"large": [
     # v19 as it was: 8 rows on 4 warps, 4 programs an SM, column sums one 512-wide slice a program
     {"layernorm": _all_tokens(LayerNormConfig(block_m=8, warps=4, waves=4)), "sum_block_c": 512},
     *({"layernorm": _all_tokens(LayerNormConfig(block_m=m, warps=w, waves=x))}
-      for m, w, x in ((8, 4, 4), (2, 2, 4), (2, 2, 2), (2, 2, 1), (1, 2, 1), (1, 4, 4), (4, 2, 2))),
-    {"sum_block_c": 512}, {"sum_block_c": 64},
+      for m, w, x in ((2, 2, 4), (2, 2, 2), (2, 2, 1), (1, 2, 1), (1, 4, 4), (4, 2, 2))),
+    {"sum_block_c": 128}, {"sum_block_c": 64},
 ], "stage4_layout": [  # stage 4 on the fp32 gelu_output and hidden_states, or on stage 1's fp16 copies, at every size
     {"stage4_reads_fp32_from": 0}, {"stage4_reads_fp32_from": configs.ANY_TOKENS},
 ], "overlap": [  # stages 3 and 4 in the CUDA graph: in order, or concurrent at every token count

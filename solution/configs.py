@@ -87,14 +87,13 @@ _HOPPER = LaunchPlan(
     # run, results/layernorm_b170e77.json, then with the fp16 copies at every size) 8 warps lost 43-103
     # us at 7184 and 17312 (won 4.7 at 2984), 4 rows lost 22 us at 17312, 2 or 8 programs an SM moved
     # the call by at most 5 us.
-    # Up to 1024 tokens 2 rows a step on 2 warps (prototype, not yet measured as a table): in the
-    # plan sweep on v19 (results/plan_sweeps_bf5f75e.json, one run each) stage 1 took 6.0 vs 8.0 us at
-    # 128 tokens and the call 18.9 vs 20.8; 131: 21.0 vs 23.2; 422: 26.4 vs 27.6; 613: 31.7 vs 32.6
-    # (there stage 4, summing 4x more LayerNorm partial rows, 12.6 vs 10.4 us: see sum_block_c). At
-    # 1163 tokens stage 1 gained nothing (13.1 vs 13.0 us) and the partial rows cost stage 4 10 us.
-    # The bound is not measured: between 613 tokens (a win) and 1163 (a loss). At 2984 tokens the
-    # same setting also won (86.4 vs 89.2 us, stage 4 +2.5), not yet adopted: one run, and no
-    # measurement at 7184 and beyond.
+    # Up to 1024 tokens 2 rows a step on 2 warps. The table against v19 (8 rows on 4 warps
+    # everywhere), official timer, per-kernel CUPTI times, with 512-column sums
+    # (results/few_tokens_layernorm_9ae95da.json, one run each): 128 tokens 19.2 vs 20.9 us (stage 1
+    # 6.4 vs 8.1), 131: 21.4 vs 23.2, 422: 26.0 vs 27.6, 613: 31.8 vs 32.6. At 1163 tokens 2 rows
+    # lose (47.9-55.3 vs 43.9-44.2 us, same file, there with 128-column sums): stage 1 gains nothing,
+    # and stage 4, summing the extra LayerNorm partial rows of 2-4x more programs, takes up to 27.7 us
+    # instead of 16.5. So the bound lies between 613 and 1163 tokens.
     layernorm=(
         (1024, LayerNormConfig(block_m=2, warps=2, waves=4)),
         (ANY_TOKENS, LayerNormConfig(block_m=8, warps=4, waves=4)),
@@ -165,11 +164,10 @@ _HOPPER = LaunchPlan(
     # (bench/compile_check.py).
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),
     sum_block_r=32,  # untuned (the sums read at most a few MB)
-    # Prototype, not measured: 28 programs of 128 columns instead of 7 of 512 (v19). With 2-row stage-1
-    # steps a single program streamed up to 528 partial rows x 512 columns (1 MB) and stage 4 grew
-    # from 16.6 to 26.5 us at 1163 tokens (results/plan_sweeps_bf5f75e.json); a quarter of that each
-    # is predicted to end within stage 4's GEMM tiles again.
-    sum_block_c=128,
+    # One program per 512-wide vector slice. Slices of 128 or 64 columns (more, shorter programs)
+    # gained nothing at 128-1163 tokens and cost stage 4 up to 11.6 us at 2984 (weight_grad_fp32
+    # 40.4 vs 28.8 us, the call 100.3 vs 89.0; results/few_tokens_layernorm_9ae95da.json).
+    sum_block_c=512,
     # Stages 3 and 4 concurrent vs in order (official timer, one run, results/overlap_6a1d1d9.json):
     # 128 tokens 22.9 vs 26.2 us, 422: 28.1 vs 32.6, 1163: 43.8 vs 50.3; from 2984 tokens both
     # kernels fill the GPU and in order is as fast or faster (2984: 94.4 vs 92.4, 7184: 192.7 vs
