@@ -62,12 +62,9 @@ SWEEPS = {"large": [
       for c in (GemmConfig(64, 32, 128, 4, 3), GemmConfig(64, 32, 256, 4, 3), GemmConfig(64, 64, 256, 4, 3))),
     # stage 2: 64x32 tiles up to 256 tokens (64 programs at 128 tokens), or 64x64 (32) as before 6caa1d8
     {"gelu_gemm": ((1024, GemmConfig(64, 64, 64, 4, 3)), *_DEFAULT.gelu_gemm[-1:])},
-], "few_tokens_layernorm": [  # stage 1 at few tokens (rows a step, warps, programs an SM) and stage 4's column sums
-    # v19 as it was: 8 rows on 4 warps, 4 programs an SM, column sums one 512-wide slice a program
-    {"layernorm": _all_tokens(LayerNormConfig(block_m=8, warps=4, waves=4)), "sum_block_c": 512},
-    *({"layernorm": _all_tokens(LayerNormConfig(block_m=m, warps=w, waves=x))}
-      for m, w, x in ((2, 2, 4), (2, 2, 2), (2, 2, 1), (1, 2, 1), (1, 4, 4), (4, 2, 2))),
-    {"sum_block_c": 128}, {"sum_block_c": 64},
+], "few_tokens_layernorm": [  # stage 1 at few tokens (rows a step, warps, programs an SM)
+    *({"layernorm": _all_tokens(LayerNormConfig(block_m=m, warps=w, waves=x))}  # v19's (8, 4, 4) first
+      for m, w, x in ((8, 4, 4), (2, 2, 4), (2, 2, 2), (2, 2, 1), (1, 2, 1), (1, 4, 4), (4, 2, 2))),
 ], "stage4_layout": [  # stage 4 on the fp32 gelu_output and hidden_states, or on stage 1's fp16 copies, at every size
     {"stage4_reads_fp32_from": 0}, {"stage4_reads_fp32_from": configs.ANY_TOKENS},
 ], "overlap": [  # stages 3 and 4 in the CUDA graph: in order, or concurrent at every token count

@@ -386,8 +386,6 @@ COPIES_FIELD = "round_gelu_in_stage2_from"  # in the plans of the rows that ran 
 # every size; rows from before layernorm_warps existed ran 4 warps
 OLD_LAYERNORM_FIELDS = {"layernorm_block_m": "block_m", "layernorm_warps": "warps", "layernorm_waves": "waves"}
 OLD_LAYERNORM_DEFAULTS = {"warps": 4, "waves": 4}
-# Stage 4's column sums before sum_block_c: one program per H-wide vector slice
-OLD_SUM_BLOCK_C = H
 
 
 def unmodelled_fields(record: dict | None) -> list[str]:
@@ -432,8 +430,6 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
     if "layernorm" not in known and "layernorm_block_m" in record:  # one setting for every size
         old = OLD_LAYERNORM_DEFAULTS | {new: record[name] for name, new in OLD_LAYERNORM_FIELDS.items() if name in record}
         known["layernorm"] = ((configs.ANY_TOKENS, configs.LayerNormConfig(**old)),)
-    if "sum_block_c" not in record and "sum_block_r" in record:
-        known["sum_block_c"] = OLD_SUM_BLOCK_C
     return dataclasses.replace(default, **known)
 
 

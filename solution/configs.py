@@ -56,7 +56,6 @@ class LaunchPlan:
     # grad_fc1_output below stage4_reads_fp32_from tokens; from there gelu_output or hidden_states)
     weight_gemm: GemmConfig
     sum_block_r: int  # rows per step of the final column sums
-    sum_block_c: int  # columns per column-sum program (each sums one H- or I-long vector's slice)
     # Up to this many tokens stages 3 and 4 (both need only stages 1 and 2) run concurrently in the
     # CUDA graph, so that each fills SMs the other leaves idle; beyond, one after the other
     overlap_stages_3_4_up_to: int
@@ -94,8 +93,15 @@ _HOPPER = LaunchPlan(
     # lose (47.9-55.3 vs 43.9-44.2 us, same file, there with 128-column sums): stage 1 gains nothing,
     # and stage 4, summing the extra LayerNorm partial rows of 2-4x more programs, takes up to 27.7 us
     # instead of 16.5. So the bound lies between 613 and 1163 tokens.
+    # From 2049 to 32768 tokens 2 rows on 2 warps again, where stage 4 reads the fp32 inputs
+    # (stage4_reads_fp32_from) after stage 3: 2984 tokens 86.0 vs 89.0 us (stage 1 12 vs 17),
+    # 3602: 99.8 vs 103.8, 7184: 180.3 vs 183.5, 17312: 415.5 vs 421.3 (official timer, one run each,
+    # results/mid_tokens_layernorm_deaf714.json). Beyond 32768 tokens (69568, 131072) not measured
+    # with 2 rows: 8 rows on 4 warps as measured there.
     layernorm=(
         (1024, LayerNormConfig(block_m=2, warps=2, waves=4)),
+        (2048, LayerNormConfig(block_m=8, warps=4, waves=4)),
+        (32768, LayerNormConfig(block_m=2, warps=2, waves=4)),
         (ANY_TOKENS, LayerNormConfig(block_m=8, warps=4, waves=4)),
     ),
     # Below stage4_reads_fp32_from tokens stage 1 also rounds gelu_output to fp16 for stage 4, in
@@ -164,10 +170,6 @@ _HOPPER = LaunchPlan(
     # (bench/compile_check.py).
     weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),
     sum_block_r=32,  # untuned (the sums read at most a few MB)
-    # One program per 512-wide vector slice. Slices of 128 or 64 columns (more, shorter programs)
-    # gained nothing at 128-1163 tokens and cost stage 4 up to 11.6 us at 2984 (weight_grad_fp32
-    # 40.4 vs 28.8 us, the call 100.3 vs 89.0; results/few_tokens_layernorm_9ae95da.json).
-    sum_block_c=512,
     # Stages 3 and 4 concurrent vs in order (official timer, one run, results/overlap_6a1d1d9.json):
     # 128 tokens 22.9 vs 26.2 us, 422: 28.1 vs 32.6, 1163: 43.8 vs 50.3; from 2984 tokens both
     # kernels fill the GPU and in order is as fast or faster (2984: 94.4 vs 92.4, 7184: 192.7 vs

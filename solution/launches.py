@@ -188,11 +188,10 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
             Tiles(grad_residual_f16, (g4.block_k, g4.block_m)), Tiles(gelu_output_f16, (g4.block_k, g4.block_n)),
             Tiles(grad_fc1_output, (g4.block_k, g4.block_m)), Tiles(hidden_states_f16, (g4.block_k, g4.block_n)))
     stage4 = Launch(
-        kernel4, weight_grad_programs(H, I, g4.block_m, g4.block_n, plan.sum_block_c),
+        kernel4, weight_grad_programs(H, I, g4.block_m, g4.block_n),
         (*gemm_operands4, ln_partials, row_programs, bias_partials, bias_partial_rows,
          grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, M),
-        dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, SUM_BLOCK_R=plan.sum_block_r,
-             SUM_BLOCK_C=plan.sum_block_c),
+        dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, SUM_BLOCK_R=plan.sum_block_r),
         _gemm_options(g4), after=(1,) if M <= plan.overlap_stages_3_4_up_to else (2,))
 
     launches = (stage1, stage2, stage3, stage4)

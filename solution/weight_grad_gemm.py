@@ -22,8 +22,8 @@ Two layouts, chosen by token count (configs.LaunchPlan.stage4_reads_fp32_from):
 
 Either launch holds both GEMMs and the reductions of the earlier stages' per-program partial sums:
 programs [0, T) own the tiles of grad_fc2_weight, [T, 2T) those of grad_fc1_weight (both weights have
-H x I elements, so T tiles each), and the last ones each sum SUM_BLOCK_C columns of one vector:
-grad_ln_weight, grad_ln_bias, grad_fc2_bias (from the LayerNorm partials), then grad_fc1_bias.
+H x I elements, so T tiles each), and the last ones each sum one H-wide column chunk: grad_ln_weight,
+grad_ln_bias, grad_fc2_bias (from the LayerNorm partials), then the I / H chunks of grad_fc1_bias.
 Every tile loops over all tokens in a fixed order, so the result is deterministic. All GEMM operands
 are loaded by TMA.
 """
@@ -100,7 +100,7 @@ def _column_sum(
 
 @triton.jit
 def column_sums_chunk(
-    chunk,  # in [0, column_sum_chunks(H, I, SUM_BLOCK_C))
+    chunk,  # in [0, 3 + I // H)
     ln_partials,  # (num_ln_partials, 3, H) fp32, from stage 1
     num_ln_partials,
     bias_partials,  # (num_bias_partials, I) fp32, from stage 2
@@ -112,25 +112,17 @@ def column_sums_chunk(
     H: tl.constexpr,
     I: tl.constexpr,
     SUM_BLOCK_R: tl.constexpr,
-    SUM_BLOCK_C: tl.constexpr,
 ):
-    """SUM_BLOCK_C columns of one sum a chunk: grad_ln_weight, grad_ln_bias, grad_fc2_bias (the
-    first 3 * H / SUM_BLOCK_C chunks, in that order), then grad_fc1_bias."""
-    tl.static_assert(H % SUM_BLOCK_C == 0 and I % SUM_BLOCK_C == 0, "column-sum chunks must tile H and I")
-    per_sum: tl.constexpr = H // SUM_BLOCK_C
-    if chunk < 3 * per_sum:
-        which = chunk // per_sum
-        col = (chunk % per_sum) * SUM_BLOCK_C
-        if which == 0:
-            out = grad_ln_weight
-        elif which == 1:
-            out = grad_ln_bias
-        else:
-            out = grad_fc2_bias
-        _column_sum(ln_partials + which * H + col, 3 * H, num_ln_partials, out + col, SUM_BLOCK_C, SUM_BLOCK_R)
+    """grad_ln_weight, grad_ln_bias, grad_fc2_bias (chunks 0-2), then the H-wide chunks of grad_fc1_bias."""
+    if chunk == 0:
+        _column_sum(ln_partials, 3 * H, num_ln_partials, grad_ln_weight, H, SUM_BLOCK_R)
+    elif chunk == 1:
+        _column_sum(ln_partials + H, 3 * H, num_ln_partials, grad_ln_bias, H, SUM_BLOCK_R)
+    elif chunk == 2:
+        _column_sum(ln_partials + 2 * H, 3 * H, num_ln_partials, grad_fc2_bias, H, SUM_BLOCK_R)
     else:
-        offset = (chunk - 3 * per_sum) * SUM_BLOCK_C
-        _column_sum(bias_partials + offset, I, num_bias_partials, grad_fc1_bias + offset, SUM_BLOCK_C, SUM_BLOCK_R)
+        offset = (chunk - 3) * H
+        _column_sum(bias_partials + offset, I, num_bias_partials, grad_fc1_bias + offset, H, SUM_BLOCK_R)
 
 
 @triton.jit
@@ -145,7 +137,6 @@ def weight_grad_kernel(
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
     SUM_BLOCK_R: tl.constexpr,
-    SUM_BLOCK_C: tl.constexpr,
 ):
     """Fewer tokens: gelu_output and hidden_states are stage 1's fp16 copies."""
     pid = tl.program_id(0)
@@ -157,8 +148,7 @@ def weight_grad_kernel(
                            BLOCK_P, BLOCK_Q, BLOCK_K)
     else:
         column_sums_chunk(pid - 2 * fc2_tiles, ln_partials, num_ln_partials, bias_partials, num_bias_partials,
-                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R,
-                          SUM_BLOCK_C)
+                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R)
 
 
 @triton.jit
@@ -174,7 +164,6 @@ def weight_grad_fp32_kernel(
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
     SUM_BLOCK_R: tl.constexpr,
-    SUM_BLOCK_C: tl.constexpr,
 ):
     """More tokens: gelu_output and hidden_states are the caller's fp32 tensors (A operands)."""
     pid = tl.program_id(0)
@@ -188,8 +177,7 @@ def weight_grad_fp32_kernel(
         _fp32_token_contraction(a, b, out, M, P, Q, pid % tiles, BLOCK_P, BLOCK_Q, BLOCK_K)
     else:
         column_sums_chunk(pid - 2 * tiles, ln_partials, num_ln_partials, bias_partials, num_bias_partials,
-                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R,
-                          SUM_BLOCK_C)
+                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R)
 
 
 @triton.constexpr_function
@@ -199,12 +187,12 @@ def weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q):
     return (H // BLOCK_P) * (I // BLOCK_Q)
 
 
-def column_sum_chunks(H: int, I: int, sum_block_c: int) -> int:
-    """The 3 LayerNorm-side sums, then the FC1 bias, in chunks of sum_block_c columns."""
-    assert H % sum_block_c == 0 and I % sum_block_c == 0, (H, I, sum_block_c)
-    return (3 * H + I) // sum_block_c
+@triton.constexpr_function
+def column_sum_chunks(H, I):
+    """The 3 LayerNorm-side sums, then the I / H chunks of the FC1 bias."""
+    return 3 + I // H
 
 
-def weight_grad_programs(H: int, I: int, block_p: int, block_q: int, sum_block_c: int) -> int:
+def weight_grad_programs(H: int, I: int, block_p: int, block_q: int) -> int:
     """Grid size: both GEMMs' tiles, then the column-sum chunks."""
-    return 2 * weight_grad_tiles(H, I, block_p, block_q) + column_sum_chunks(H, I, sum_block_c)
+    return 2 * weight_grad_tiles(H, I, block_p, block_q) + column_sum_chunks(H, I)
