@@ -101,8 +101,7 @@ _HOPPER = LaunchPlan(
     layernorm=(
         (1024, LayerNormConfig(block_m=2, warps=2, waves=4)),
         (2048, LayerNormConfig(block_m=8, warps=4, waves=4)),
-        (32768, LayerNormConfig(block_m=2, warps=2, waves=4)),
-        (ANY_TOKENS, LayerNormConfig(block_m=8, warps=4, waves=4)),
+        (ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4)),
     ),
     # Below stage4_reads_fp32_from tokens stage 1 also rounds gelu_output to fp16 for stage 4, in
     # further chunks (stage 4 reading the fp32 input with pointer loads took 2794 us vs 1069 at
