@@ -85,15 +85,18 @@ _HOPPER = LaunchPlan(
     # CUPTI times, one run each, results/few_tokens_layernorm_9ae95da.json): 128 tokens 19.2 vs 20.9
     # us (stage 1 6.4 vs 8.1), 131: 21.4 vs 23.2, 422: 26.0 vs 27.6, 613: 31.8 vs 32.6.
     # From 1025 to 2048 tokens 8 rows on 4 warps: at 1163 tokens 2 rows lose (47.9-55.3 vs 43.9-44.2
-    # us, same file, there with 128-column sums): stage 1 gains nothing, and stage 4 (on stage 1's
-    # fp16 copies, beside stage 3), summing the LayerNorm partial rows of 2-4x more programs, takes up
-    # to 27.7 us instead of 16.5. So this bound lies between 613 and 1163 tokens.
+    # us, same file, there with 128-column sums; 53.7 vs 44.1 with the H-wide sums used here,
+    # results/plan_sweeps_bf5f75e.json): stage 1 gains nothing, and stage 4 (on stage 1's fp16
+    # copies, beside stage 3), summing the LayerNorm partial rows of 2-4x more programs, takes up to
+    # 27.7 us instead of 16.5. So this bound lies between 613 and 1163 tokens.
     # From 2049 tokens 2 rows on 2 warps, where stage 4 reads the fp32 inputs after stage 3
     # (stage4_reads_fp32_from): 2984 tokens 86.0 vs 89.0 us (stage 1 12 vs 17), 3602: 99.8 vs 103.8,
     # 7184: 180.3 vs 183.5, 17312: 415.5 vs 421.3 (one run each,
     # results/mid_tokens_layernorm_deaf714.json); 131072: 2870 vs 2924 us, 69568: 1531 vs 1565 (3
     # interleaved rounds, each variant's within 22 us, results/large_layernorm_ab_2e0e05e.json; 1 row
-    # on 4 warps 2886 / 1541).
+    # on 4 warps 2886 / 1541). In the one-run sweep 1 row on 4 warps was ahead at 7184 (179.9 vs
+    # 180.3) and 17312 (412.0 vs 415.5), 4 rows on 2 warps at 2984 (85.7 vs 86.0): within a run's
+    # noise; only the A/B ranks 2 rows first.
     # Before, with 8 rows at every size: 452 us vs 503 (16 rows) and 3521 (32 rows) at M=131072
     # (results/stages_03ebe89.json); 4 warps: 820 us vs 1608 with 8 (results/layernorm_897e45f.json);
     # 4 programs per SM: 820 us vs 825 with 8 (same file). At 2984-17312 tokens (official timer, one
