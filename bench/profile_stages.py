@@ -62,7 +62,7 @@ SWEEPS = {"large": [
       for c in (GemmConfig(64, 32, 128, 4, 3), GemmConfig(64, 32, 256, 4, 3), GemmConfig(64, 64, 256, 4, 3))),
     # stage 2: 64x32 tiles up to 256 tokens (64 programs at 128 tokens), or 64x64 (32) as before 6caa1d8
     {"gelu_gemm": ((1024, GemmConfig(64, 64, 64, 4, 3)), *_DEFAULT.gelu_gemm[-1:])},
-], "few_tokens_layernorm": [  # stage 1 at few tokens (rows a step, warps, programs an SM)
+], "few_tokens_layernorm": [  # stage 1's launch (rows a step, warps, programs an SM); first run at few tokens, also used at 2984-131072
     *({"layernorm": _all_tokens(LayerNormConfig(block_m=m, warps=w, waves=x))}  # v19's (8, 4, 4) first
       for m, w, x in ((8, 4, 4), (2, 2, 4), (2, 2, 2), (2, 2, 1), (1, 2, 1), (1, 4, 4), (4, 2, 2))),
 ], "stage4_layout": [  # stage 4 on the fp32 gelu_output and hidden_states, or on stage 1's fp16 copies, at every size

@@ -401,17 +401,21 @@ def copies_from_record(record: dict | None) -> Fp16Copies | None:
     return Fp16Copies(record[COPIES_FIELD]) if record and COPIES_FIELD in record else None
 
 
+def _known_fields(cls, d: dict) -> dict:
+    """The entries of `d` that are fields of dataclass `cls` (a record's removed options dropped)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
+
+
 def plan_from_record(record: dict | None) -> LaunchPlan:
     """The plan a results row was measured with (fields this LaunchPlan no longer has are dropped,
     those it lacks taken from today's plan); today's plan if the row has none."""
     default = configs.PLANS["sm_90"]
     if not record:
         return default
-    def known_fields(cls, d: dict) -> dict:
-        return {k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}}
 
     def gemm(d: dict) -> GemmConfig:
-        return GemmConfig(**known_fields(GemmConfig, d))
+        return GemmConfig(**_known_fields(GemmConfig, d))
 
     known = {}
     for f in dataclasses.fields(LaunchPlan):
@@ -425,7 +429,7 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
         elif f.name == "fp16_chunk":  # one number for every token count before 6caa1d8's table
             value = ((configs.ANY_TOKENS, value),) if isinstance(value, int) else tuple(map(tuple, value))
         elif f.name == "layernorm":
-            value = tuple((limit, configs.LayerNormConfig(**known_fields(configs.LayerNormConfig, c))) for limit, c in value)
+            value = tuple((limit, configs.LayerNormConfig(**_known_fields(configs.LayerNormConfig, c))) for limit, c in value)
         known[f.name] = value
     if "layernorm" not in known and "layernorm_block_m" in record:  # one setting for every size
         old = OLD_LAYERNORM_DEFAULTS | {new: record[name] for name, new in OLD_LAYERNORM_FIELDS.items() if name in record}

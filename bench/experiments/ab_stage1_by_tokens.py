@@ -1,14 +1,18 @@
 """Issue 17 A/B in one process: v19 (main) vs branch proto/stage1-by-tokens (fdd4562: stage 1 2 rows a
 step on 2 warps up to 1024 tokens; stage 4's column sums in 128-column chunks). Official-style timer,
 2 interleaved rounds, median of 50 each; correctness first. Prediction: 128 tokens 20.8 -> ~18.9 us,
-131 23.2 -> ~21.0, 422 27.6 -> ~26.4, 613 32.6 -> ~31.7 or better, 1163 and 2984 unchanged."""
+131 23.2 -> ~21.0, 422 27.6 -> ~26.4, 613 32.6 -> ~31.7 or better, 1163 and 2984 unchanged.
+
+The record of results/stage1_by_tokens_ab_9ae95da.json: it ran in a checkout of main at bb9ce2f (v19)
+with the branch's solution/ at 9ae95da copied beside this script as proto_solution/. It does not run
+as tracked on later commits (no proto_solution/; `solution` is no longer v19)."""
 import json, os, sys, time
 sys.path.insert(0, os.path.dirname(__file__))
 import torch
 import reference
 from evaluation.timer import time_call
 from evaluation.provenance import provenance
-import proto_solution.ffn_backward as proto  # this branch's solution/, copied beside this script as proto_solution/; main's (v19) is `solution`
+import proto_solution.ffn_backward as proto  # the branch's solution/, copied beside this script as proto_solution/; main's (v19) is `solution`
 import solution.ffn_backward as head
 
 VARIANTS = (("v19", head.run), ("stage1_by_tokens", proto.run))

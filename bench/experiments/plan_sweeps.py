@@ -1,5 +1,4 @@
-"""Plan sweeps (ported to LaunchPlan.layernorm on branch proto/stage1-by-tokens; the run of
-results/plan_sweeps_bf5f75e.json used the old layernorm_* fields, at bf5f75e on main) on main's solution (v19), each variant checked against the reference first
+"""Plan sweeps on the solution, each variant checked against the reference first
 (NaN-filled outputs, the workload's tolerance), then timed with evaluation.timer.time_call (official
 style, median of 30; per-kernel CUPTI times), one run each.
 
@@ -7,10 +6,14 @@ stage4: LaunchPlan.weight_gemm (both stage-4 kernels). v19: 128x128x64, 4 warps,
   programs, one per SM, one warpgroup each, 207 registers, 160 KiB (fp32 kernel). Prediction: two
   consumer warpgroups (8 warps) or two programs an SM (64x128, 112 KiB) keep the tensor cores busier:
   the fp32 stage 4 1062 -> ~800 us at 131072 tokens if a lone warpgroup is what limits it.
-stage1: layernorm_block_m / layernorm_warps / fp16_chunk at few tokens. v19: 8 rows a step, 234
+stage1: stage 1's rows a step, warps (LaunchPlan.layernorm) and fp16_chunk at few tokens. v19: 8 rows a step, 234
   registers (2 programs an SM); 2 rows take 96 registers (5 an SM; bench/compile_check). Prediction:
   stage 1 at 128 tokens 8.0 -> ~5-6 us if occupancy is what holds its chunk programs back (halving
-  its rounding bytes saved only 0.2 us: results/fc1_rounding_ab_d041283.json)."""
+  its rounding bytes saved only 0.2 us: results/fc1_rounding_ab_d041283.json).
+
+The run of results/plan_sweeps_bf5f75e.json was at bf5f75e (v19, whose plan had one stage-1 setting,
+the fields layernorm_block_m / _warps / _waves); this copy names it with LaunchPlan.layernorm, and
+"current plan" is the checkout's (v20's at b7964af: stage 1 by tokens), which that run did not have."""
 import dataclasses, json, os, sys, time
 import torch
 import reference
@@ -32,7 +35,7 @@ STAGE4 = {
 }
 STAGE1 = {
     "8 rows w4 (v19)": V19,
-    "branch plan": P,
+    "current plan": P,
     "4 rows w4": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=4, warps=4, waves=4)),)),
     "2 rows w4": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=2, warps=4, waves=4)),)),
     "1 row w4": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=1, warps=4, waves=4)),)),
@@ -43,10 +46,10 @@ STAGE1 = {
 }
 # After the first stage-1 sweep: 2 rows, 2 warps won at 128-613 and 2984 tokens but lost at 1163,
 # where stage 4 reduced 3.6x more LayerNorm partial rows (one per row program); fewer row programs
-# (layernorm_waves) keep that reduction short.
+# (LayerNormConfig.waves) keep that reduction short.
 STAGE1B = {
     "8 rows w4 waves 4 (v19)": V19,
-    "branch plan": P,
+    "current plan": P,
     "2 rows w2 waves 4": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4)),)),
     "2 rows w2 waves 2": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=2)),)),
     "2 rows w2 waves 1": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=1)),)),
