@@ -8,6 +8,9 @@ tensors, compiles each kernel with the same constexprs and options, and checks t
   - GEMM kernels use the architecture's tensor-core instructions (wgmma on sm_90, tcgen05 on sm_100),
   - the parameter block that solution/graph.py builds for the CUDA graph has the kernel's parameters,
     in number and size, as the PTX entry declares them,
+  - no MMA takes an operand from registers while the loop leaves MMAs in flight across iterations
+    (register_operand_hazard: Triton 3.6's pipelining of such a wgmma lets the next iteration
+    overwrite registers that an MMA in flight has yet to read, triton-lang/triton#9433),
 and reports registers a thread and spills (what limits how many programs share an SM).
 Each kernel is compiled as the launcher specializes it on the GPU (16-byte aligned pointers; the
 token count divisible by 16 or not, and a single token, which Triton turns into a constant).
@@ -55,7 +58,8 @@ TARGETS = {
     "sm_90": Target(90, 32, 227 * 1024, "wgmma"),
     "sm_100": Target(100, 32, 227 * 1024, "tcgen05.mma"),
 }
-GEMM_KERNELS = {"gelu_backward_gemm_kernel", "gelu_backward_persistent_kernel", "input_grad_gemm_kernel", "weight_grad_kernel"}
+GEMM_KERNELS = {"gelu_backward_gemm_kernel", "gelu_backward_persistent_kernel", "input_grad_gemm_kernel", "weight_grad_kernel",
+                "weight_grad_fp32_kernel"}
 _TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.int32: "*i32"}
 
 
@@ -107,6 +111,23 @@ def register_usage(compiled, target: Target) -> str:
     registers = re.search(r"Used (\d+) registers", log)
     spills = re.search(r"(\d+) bytes spill stores", log)
     return f"{registers.group(1) if registers else '?'} registers, {spills.group(1) if spills else '?'} B spilled"
+
+
+# A wgmma whose A operand is a register tensor (the dot-operand layout, not a shared-memory descriptor),
+# and a wgmma wait that leaves groups in flight: in Triton 3.6 both together mean an MMA pipelined
+# across loop iterations with its A fragments in registers that the next iteration reloads.
+_REGISTER_A_WGMMA = re.compile(r"ttng\.warp_group_dot %[^\n]*: tensor<[^\n]*#ttg\.dot_op<\{opIdx = 0")
+_WGMMA_LEFT_IN_FLIGHT = re.compile(r"ttng\.warp_group_dot_wait [^\n]*\{pendings = [1-9]")
+
+
+def register_operand_hazard(ttgir: str) -> str | None:
+    """Why a kernel's MMA may read registers that a later loop iteration has already overwritten, or
+    None. Taken from the kernel's TTGIR; conservative (a register-operand MMA and a wait leaving MMAs in
+    flight anywhere in the kernel)."""
+    if _REGISTER_A_WGMMA.search(ttgir) and _WGMMA_LEFT_IN_FLIGHT.search(ttgir):
+        return ("wgmma takes its A operand from registers and MMAs stay in flight across loop iterations: "
+                "the next iteration may overwrite their registers first (triton-lang/triton#9433)")
+    return None
 
 
 def ptx_parameter_sizes(ptx: str) -> list[int]:
@@ -174,6 +195,9 @@ def check(arch: str) -> list[str]:
             problems.append(f"{arch} {name}: {shared} bytes of shared memory > {target.max_shared_bytes}")
         if launch.kernel.__name__ in GEMM_KERNELS and not uses_mma:
             problems.append(f"{arch} {name}: no {target.tensor_core_op} in the PTX")
+        hazard = register_operand_hazard(compiled.asm["ttgir"])
+        if hazard:
+            problems.append(f"{arch} {name}: {hazard}")
         ours, declared = KernelParams(resolved.symbolic, compiled).sizes, ptx_parameter_sizes(compiled.asm["ptx"])
         if ours != declared:
             problems.append(f"{arch} {name}: graph.KernelParams lays out {ours} bytes, the PTX entry declares {declared}")

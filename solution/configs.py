@@ -6,7 +6,7 @@ and the evaluator on an H200; PERFORMANCE.md tells the story), or says "untuned"
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from types import MappingProxyType
 
@@ -90,7 +90,8 @@ _HOPPER = LaunchPlan(
     # copies, beside stage 3), summing the LayerNorm partial rows of 2-4x more programs, takes up to
     # 27.7 us instead of 16.5. So this bound lies between 613 and 1163 tokens.
     # From 2049 tokens 2 rows on 2 warps, where stage 4 reads the fp32 inputs after stage 3
-    # (stage4_reads_fp32_from): 2984 tokens 86.0 vs 89.0 us (stage 1 12 vs 17), 3602: 99.8 vs 103.8,
+    # (stage4_reads_fp32_from; sm_100's plan: sm_90's keeps 8 rows there, _HOPPER_SHARED_OPERANDS
+    # below): 2984 tokens 86.0 vs 89.0 us (stage 1 12 vs 17), 3602: 99.8 vs 103.8,
     # 7184: 180.3 vs 183.5, 17312: 415.5 vs 421.3 (one run each,
     # results/mid_tokens_layernorm_deaf714.json); 131072: 2870 vs 2924 us, 69568: 1531 vs 1565 (3
     # interleaved rounds, each variant's within 22 us, results/large_layernorm_ab_2e0e05e.json; 1 row
@@ -180,8 +181,9 @@ _HOPPER = LaunchPlan(
     # 191.5, 11384: 301.2 vs 299.0, 131072: 3117 vs 3103; the same configuration varied by 70 us
     # between runs there).
     overlap_stages_3_4_up_to=2048,
-    # Stage 4 on the fp32 inputs vs on stage 1's fp16 copies (official timer, 2 interleaved rounds,
-    # us a call, copies -> fp32, the whole-branch A/B; results/stage4_fp32_operands_ab_446f215.json):
+    # Stage 4 on the fp32 inputs (not on sm_90: _HOPPER_SHARED_OPERANDS below) vs on stage 1's fp16
+    # copies (official timer, 2 interleaved rounds, us a call, copies -> fp32, the whole-branch A/B;
+    # results/stage4_fp32_operands_ab_446f215.json):
     # 2984 tokens 94.0 -> 89.0, 7184: 192.2 -> 182.8, 17312: 423.5 -> 415.3, 131072: 2976
     # -> 2910; but 128: 21.75 -> 22.45 and 1163: 44.35 -> 49.4, where stages 3 and 4 run concurrently
     # and stage 4 on fp32 took 23.8 vs 16.9 us. The crossover between 1163 and 2984 tokens is not
@@ -192,12 +194,34 @@ _HOPPER = LaunchPlan(
     stage4_reads_fp32_from=2048,
 )
 
+# Hopper (sm_90) runs no MMA with an operand in registers. In weight_grad_fp32_kernel the rounded
+# fp32 tile is wgmma's A operand in registers, and Triton 3.6 pipelines that MMA with 3 wgmma groups
+# still in flight at the end of a loop iteration while the next iteration loads its A fragments into
+# the same registers (sm_90 SASS: WARPGROUP.DEPBAR.LE gsb0, 0x3, then LDS into the HGMMA A
+# registers): undefined in the PTX ISA (wgmma.wait_group), upstream triton-lang/triton#9433. Other
+# tiles of that kernel gave NaN/Inf on the H200 (results/plan_sweeps_bf5f75e.json,
+# results/stage4_fp32_6caa1d8.json); the tile above passed every check there, but is not race-free
+# by construction. So on sm_90 stage 4 reads stage 1's fp16 copies at every size (weight_grad_kernel:
+# both operands in shared memory), with stage 1 from 1025 tokens as measured with the copies (8 rows on
+# 4 warps). From 2049 tokens that is v18's configuration (results/eval_446f215.json); against the
+# fp32 layout in one A/B (results/v19_ab_0549a3e.json, 8-row stage 1 in both): 2984 tokens 93.5 vs
+# 89.1 us, 7184: 191.8 vs 182.1, 17312: 423.1 vs 415.2, 131072: 2945 vs 2884. bench/compile_check.py
+# fails on a register-operand MMA pipelined this way.
+_HOPPER_SHARED_OPERANDS = replace(
+    _HOPPER,
+    stage4_reads_fp32_from=ANY_TOKENS,
+    layernorm=(_HOPPER.layernorm[0], (ANY_TOKENS, LayerNormConfig(block_m=8, warps=4, waves=4))),
+)
+
 # Read-only: a sweep or a test builds its own plan (dataclasses.replace) and passes it to
 # ffn_backward.run_with_plan.
 PLANS = MappingProxyType({
-    "sm_90": _HOPPER,  # H200 / H100: tuned there
-    "sm_100": _HOPPER,  # B200 (the leaderboard): not measured; Hopper's plan, compile-checked for sm_100
-    "cpu": _HOPPER,  # the Triton interpreter
+    "sm_90": _HOPPER_SHARED_OPERANDS,  # H200 / H100: tuned there (_HOPPER), without register operands
+    # B200 (the leaderboard): not measured; Hopper's plan with stage 4 on the fp32 inputs from 2048
+    # tokens. There the rounded tile goes to tensor memory and each MMA waits for the one before to
+    # finish with it (compiled for sm_100 by bench/compile_check.py): not the hazard above.
+    "sm_100": _HOPPER,
+    "cpu": _HOPPER,  # the Triton interpreter: both stage-4 layouts
 })
 
 

@@ -60,6 +60,13 @@ def device_plan(device: torch.device, **changes) -> configs.LaunchPlan:
     return dataclasses.replace(configs.launch_plan(device), **changes)
 
 
+def skip_on_hopper_gpu(device: torch.device) -> None:
+    """Stage 4 on the fp32 inputs is not launched on sm_90: its register-operand MMA may race there
+    (solution/configs.py). Its tests run in the interpreter, and on GPUs that launch it."""
+    if configs.architecture(device) == "sm_90":
+        pytest.skip("sm_90 never launches weight_grad_fp32_kernel (register-operand MMA hazard, solution/configs.py)")
+
+
 def draw(batch_size: int, seq_len: int, device: torch.device, seed: int) -> tuple:
     torch.manual_seed(seed)
     return reference.make_inputs(batch_size, seq_len, device)
@@ -242,6 +249,8 @@ STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.
 def test_stage4_layouts(reads_fp32_from, device, nan_outputs, outputs_pass):
     """Both layouts on a small shape (rows past M masked): stage 4 on the fp32 gelu_output and
     hidden_states, or on stage 1's fp16 copies of them."""
+    if reads_fp32_from == 0:
+        skip_on_hopper_gpu(device)
     inputs = draw(2, 37, device, seed=320)
     outputs = nan_outputs(2, 37, device)
     call(inputs, outputs, device_plan(device, stage4_reads_fp32_from=reads_fp32_from))
@@ -270,6 +279,7 @@ def test_stage4_layout_by_tokens():
 def test_unaligned_stage4_fp32_operand(name, device, nan_outputs, outputs_pass):
     """gelu_output or hidden_states at an address TMA cannot take (4 bytes past a 16-byte boundary):
     stage 4 on the fp32 inputs, which reads both by TMA as its A operands, reads a copy."""
+    skip_on_hopper_gpu(device)
     named = dict(zip(reference.INPUT_NAMES, draw(1, 19, device, seed=360)))
     storage = torch.empty(named[name].numel() + 1, device=device)
     unaligned = storage[1:].view_as(named[name]).copy_(named[name])
