@@ -117,7 +117,7 @@ def register_usage(compiled, target: Target) -> str:
 # and a wgmma wait that leaves groups in flight: in Triton 3.6 both together mean an MMA pipelined
 # across loop iterations with its A fragments in registers that the next iteration reloads.
 _REGISTER_A_WGMMA = re.compile(r"ttng\.warp_group_dot %[^\n]*: tensor<[^\n]*#ttg\.dot_op<\{opIdx = 0")
-_WGMMA_LEFT_IN_FLIGHT = re.compile(r"ttng\.warp_group_dot_wait [^\n]*\{pendings = [1-9]")
+_WGMMA_LEFT_IN_FLIGHT = re.compile(r"ttng\.warp_group_dot_wait [^\n]*\bpendings = [1-9]")
 
 
 def register_operand_hazard(ttgir: str) -> str | None:
