@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+import reference
 from reference.problem import ROOT
 
 GPU_TOOLS = ["profile_stages.py", "verify_workloads.py", "real_use.py"]
@@ -32,3 +33,22 @@ def test_ptx_fingerprint_ignores_debug_lines_labels_and_the_kernels_name():
     assert fingerprint(a, "foo") == fingerprint(b, "bar")
     assert fingerprint(a, "foo") != fingerprint(a.replace("add", "sub"), "foo")
     assert fingerprint(a, "foo") != fingerprint(b, "")  # the name kept when none is given
+
+
+def test_experiments_workload_case_and_checks():
+    """bench/experiments' shared setup: the official workload's inputs and outputs; a variant's
+    outputs pass the check only if it writes them (NaN-filled first)."""
+    from bench.experiments.workload_case import outputs_of, verdicts, workload_case
+
+    workload, inputs, outputs = workload_case(128, "cpu")
+    assert workload.tokens == 128 and [tuple(o.shape) for o in outputs][0] == (1, 128, 512)
+    expected = reference.run(*inputs)
+
+    def writes_reference(*args):
+        for out, ref in zip(args[len(inputs):], expected):
+            out.copy_(ref)
+
+    assert all(v.passed for v in verdicts(outputs_of(writes_reference, inputs, outputs), expected, workload).values())
+    assert not any(v.passed for v in verdicts(outputs_of(lambda *args: None, inputs, outputs), expected, workload).values())
+    with pytest.raises(ValueError, match="no official workload has 5 tokens"):
+        workload_case(5, "cpu")

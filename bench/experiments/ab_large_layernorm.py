@@ -18,6 +18,7 @@ from functools import partial
 import torch
 
 import reference
+from bench.experiments.workload_case import outputs_of, verdicts, workload_case
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
 from evaluation.timer import time_call
@@ -38,20 +39,12 @@ def variants(plan: configs.LaunchPlan) -> dict[str, configs.LaunchPlan]:
 
 
 def measure(tokens: int, plans: dict[str, configs.LaunchPlan]) -> dict:
-    w = next(w for w in reference.WORKLOADS if w.tokens == tokens)
-    b, s = w.axes["batch_size"], w.axes["seq_len"]
-    torch.manual_seed(0)
-    inputs = list(reference.make_inputs(b, s, "cuda"))
-    shapes = reference.output_shapes(b, s)
-    outputs = [torch.empty(shapes[n], device="cuda") for n in reference.OUTPUT_NAMES]
+    w, inputs, outputs = workload_case(tokens)
     expected = reference.run(*inputs)
-    correct = {}
-    for name, plan in plans.items():
-        nan = [torch.full_like(o, float("nan")) for o in outputs]
-        run_with_plan(plan, *inputs, *nan)
-        torch.cuda.synchronize()
-        correct[name] = all(reference.check_output(o, e, w.tolerance).passed for o, e in zip(nan, expected))
-    del expected, nan
+    correct = {name: all(v.passed for v in verdicts(outputs_of(partial(run_with_plan, plan), inputs, outputs),
+                                                     expected, w).values())
+               for name, plan in plans.items()}
+    del expected
     times = {name: [] for name in plans}
     for _ in range(3):
         for name, plan in plans.items():

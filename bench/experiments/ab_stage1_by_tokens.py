@@ -8,9 +8,9 @@ with the branch's solution/ at 9ae95da copied beside this script as proto_soluti
 as tracked on later commits (no proto_solution/; `solution` is no longer v19)."""
 import json, os, sys, time
 sys.path.insert(0, os.path.dirname(__file__))
-import torch
 import reference
 from evaluation.timer import time_call
+from bench.experiments.workload_case import outputs_of, verdicts, workload_case
 from evaluation.provenance import provenance
 import proto_solution.ffn_backward as proto  # the branch's solution/, copied beside this script as proto_solution/; main's (v19) is `solution`
 import solution.ffn_backward as head
@@ -24,21 +24,13 @@ for tokens in [int(t) for t in sys.argv[1].split(",")]:
         rows.append({"tokens": tokens, "error": "skipped: time budget spent"})
         continue
     try:
-        w = next(w for w in reference.WORKLOADS if w.tokens == tokens)
-        b, s = w.axes["batch_size"], w.axes["seq_len"]
-        torch.manual_seed(0)
-        inputs = list(reference.make_inputs(b, s, "cuda"))
-        shapes = reference.output_shapes(b, s)
-        outs = [torch.empty(shapes[n], device="cuda") for n in reference.OUTPUT_NAMES]
+        w, inputs, outs = workload_case(tokens)
         expected = reference.run(*inputs)
         correct, worst = {}, {}
         for name, fn in VARIANTS:
-            nan = [torch.full_like(o, float("nan")) for o in outs]
-            fn(*inputs, *nan)
-            torch.cuda.synchronize()
-            verdicts = {n: reference.check_output(o, e, w.tolerance) for n, o, e in zip(reference.OUTPUT_NAMES, nan, expected)}
-            correct[name] = all(v.passed for v in verdicts.values())
-            worst[name] = {n: str(v)[:120] for n, v in verdicts.items() if not v.passed}
+            checks = verdicts(outputs_of(fn, inputs, outs), expected, w)
+            correct[name] = all(v.passed for v in checks.values())
+            worst[name] = {n: str(v)[:120] for n, v in checks.items() if not v.passed}
         del expected
         res = {name: [] for name, _ in VARIANTS}
         for rnd in range(2):

@@ -18,6 +18,7 @@ import dataclasses, json, os, sys, time
 import torch
 import reference
 from evaluation.timer import time_call
+from bench.experiments.workload_case import outputs_of, verdicts, workload_case
 from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import ANY_TOKENS, GemmConfig, LayerNormConfig
@@ -65,12 +66,7 @@ rows = []
 for sweep in sys.argv[1].split(","):
     sizes, variants = SWEEPS[sweep]
     for tokens in sizes:
-        w = next(w for w in reference.WORKLOADS if w.tokens == tokens)
-        b, s = w.axes["batch_size"], w.axes["seq_len"]
-        torch.manual_seed(0)
-        inputs = list(reference.make_inputs(b, s, "cuda"))
-        shapes = reference.output_shapes(b, s)
-        outs = [torch.empty(shapes[n], device="cuda") for n in reference.OUTPUT_NAMES]
+        w, inputs, outs = workload_case(tokens)
         expected = reference.run(*inputs)
         for label, plan in variants.items():
             if time.monotonic() > deadline:
@@ -78,18 +74,13 @@ for sweep in sys.argv[1].split(","):
                 continue
             fn = lambda *a, plan=plan: head.run_with_plan(plan, *a)
             try:
-                nan = [torch.full_like(o, float("nan")) for o in outs]
-                fn(*inputs, *nan)
-                torch.cuda.synchronize()
-                verdicts = {n: reference.check_output(o, e, w.tolerance) for n, o, e in zip(reference.OUTPUT_NAMES, nan, expected)}
-                again = [torch.full_like(o, float("nan")) for o in outs]
-                fn(*inputs, *again)
-                torch.cuda.synchronize()
-                deterministic = all(torch.equal(x, y) for x, y in zip(nan, again))
+                first = outputs_of(fn, inputs, outs)
+                checks = verdicts(first, expected, w)
+                deterministic = all(torch.equal(x, y) for x, y in zip(first, outputs_of(fn, inputs, outs)))
                 r = time_call(fn, inputs, outs, warmup=5, rep=30)
                 row = {"sweep": sweep, "tokens": tokens, "variant": label, "us": r.median_ms * 1e3,
-                       "correct": all(v.passed for v in verdicts.values()), "deterministic": deterministic,
-                       "failures": {n: str(v)[:120] for n, v in verdicts.items() if not v.passed},
+                       "correct": all(v.passed for v in checks.values()), "deterministic": deterministic,
+                       "failures": {n: str(v)[:120] for n, v in checks.items() if not v.passed},
                        "kernels_us": {k: round(v * 1e3, 2) for k, v in r.activity_ms.items()}}
             except Exception as e:
                 row = {"sweep": sweep, "tokens": tokens, "variant": label,

@@ -5,8 +5,8 @@ stage 2's large-token config replaced. One run each. Hypothesis under test: stag
 tiles halve that traffic (85 FLOP/B), 128x128 take 64."""
 import dataclasses, json, os, sys
 import torch
-import reference
 from evaluation.timer import time_call
+from bench.experiments.workload_case import workload_case
 from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import GemmConfig
@@ -23,12 +23,7 @@ CANDIDATES = {
 out = os.path.join(os.environ.get("OUT", "."), "stage2_tiles_v19.json")
 rows = []
 for tokens in [int(t) for t in sys.argv[1].split(",")]:
-    w = next(w for w in reference.WORKLOADS if w.tokens == tokens)
-    b, s = w.axes["batch_size"], w.axes["seq_len"]
-    torch.manual_seed(0)
-    inputs = list(reference.make_inputs(b, s, "cuda"))
-    shapes = reference.output_shapes(b, s)
-    outs = [torch.empty(shapes[n], device="cuda") for n in reference.OUTPUT_NAMES]
+    _, inputs, outs = workload_case(tokens)
     for label, g in CANDIDATES.items():
         plan = dataclasses.replace(plan0, gelu_gemm=plan0.gelu_gemm[:-1] + ((configs.ANY_TOKENS, g),))
         try:
