@@ -16,7 +16,10 @@ Two layouts, chosen by token count (configs.LaunchPlan.stage4_reads_fp32_from):
 
   and each accumulator tile is stored transposed into the weight gradient. On Hopper wgmma takes A
   from registers, so the fp32 tile goes TMA -> shared memory -> registers (tl.trans, then fp16)
-  while the fp16 B operand (stage 1's and stage 2's workspaces) stays in shared memory. Both GEMMs
+  while the fp16 B operand (stage 1's and stage 2's workspaces) stays in shared memory. Triton 3.6
+  pipelines that register operand unsafely on sm_90 (a loop iteration may overwrite registers an
+  MMA in flight has yet to read; triton-lang/triton#9433), so sm_90's plan never launches this
+  kernel (configs.py); on sm_100 the tile goes to tensor memory, after the previous MMA is done. Both GEMMs
   run through one load/dot loop, their descriptors chosen at run time: with a loop per GEMM Triton
   gives each its own pipeline buffers, twice the shared memory (160 KiB with fp32 A buffers).
 
