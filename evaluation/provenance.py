@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import platform
 import subprocess
 
 import torch
@@ -26,10 +27,24 @@ def git_commit() -> str:
     return head.stdout.strip() + ("-dirty" if dirty.strip() else "")
 
 
+def host_cpu() -> str:
+    """The host CPU's model name (host-time figures depend on it), from /proc/cpuinfo where there is
+    one, else what the platform module says."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def provenance(method: str) -> dict:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     return {
         "gpu": gpu,
+        "host_cpu": host_cpu(),
         "torch": torch.__version__,
         "triton": triton.__version__,
         "cuda": torch.version.cuda,

@@ -52,3 +52,11 @@ def test_experiments_workload_case_and_checks():
     assert not any(v.passed for v in verdicts(outputs_of(lambda *args: None, inputs, outputs), expected, workload).values())
     with pytest.raises(ValueError, match="no official workload has 5 tokens"):
         workload_case(5, "cpu")
+
+
+def test_provenance_names_the_host_cpu():
+    """Host-time figures depend on the host CPU: every results file's provenance names it."""
+    from evaluation.provenance import provenance
+
+    cpu = provenance("test")["host_cpu"]
+    assert isinstance(cpu, str) and cpu and cpu != "unknown"
