@@ -1,0 +1,91 @@
+"""A/B of stage 4 on the fp32 inputs, race-free on Hopper, against Hopper's shipped plan (v21: stage 4
+on stage 1's fp16 copies at every size, 8-row stage 1 from 1025 tokens).
+
+The candidate computes each weight gradient as b^T @ a with the rounded fp32 tile as the MMA's B
+operand (weight_grad_gemm._fp32_token_contraction of this checkout): wgmma reads B from shared
+memory, so Triton stages the rounded tile there and waits for each MMA before the next iteration
+writes it (compile_check: no register operand, every wgmma wait pendings = 0). Variants: stage 4's
+tile (P on the fp32 side x Q on the fp16 side x K, warps, stages), each in sm_100's plan otherwise
+(stage 4 on the fp32 inputs from 2048 tokens, 2-row stage 1 beyond).
+
+Prediction (traffic model: stage 4 is bound by L2 -> SM traffic, P*Q*(4/BLOCK_Q + 2/BLOCK_P) bytes a
+token and GEMM; the fp16-copy kernel moved 8.6 GB at 131072 tokens in ~781 us, ~11 TB/s; the register-A
+kernel 12.9 GB in 1082 us): 128x128 tiles move 12.9 GB and now also wait for each MMA before the
+next tile is rounded: stage 4 ~1150 us at 131072 tokens (vs 1082 for the register-A form), the call
+about v21's; 128x256 and 256x128 tiles (8 warps) move 8.6 / 10.7 GB but fill only 64 SMs: MMA-bound,
+~1.5 ms. Official-style timer, 3 interleaved rounds, median of 50 each; every variant's outputs
+checked against the reference first.
+
+    PYTHONPATH=. python bench/experiments/ab_stage4_operand_b.py 2984,17312,131072   # on the GPU machine
+"""
+import dataclasses
+import json
+import os
+import sys
+from functools import partial
+
+import torch
+
+import reference
+from bench.experiments.workload_case import outputs_of, verdicts, workload_case
+from bench.gpu import require_gpu
+from evaluation.provenance import provenance
+from evaluation.timer import time_call
+from solution import configs
+from solution.configs import GemmConfig
+from solution.ffn_backward import run_with_plan
+
+TILES = {  # (BLOCK_P fp32 side, BLOCK_Q fp16 side, BLOCK_K, warps, stages); shared memory on sm_90
+    "b-128x128x64-w4-s4": GemmConfig(128, 128, 64, 4, 4),  # 176 KiB, 210 registers
+    "b-128x128x64-w4-s3": GemmConfig(128, 128, 64, 4, 3),  # 128 KiB
+    "b-128x128x32-w4-s4": GemmConfig(128, 128, 32, 4, 4),  # 88 KiB
+    "b-128x256x64-w8-s3": GemmConfig(128, 256, 64, 8, 3),  # 176 KiB, 64 programs
+}
+
+
+def variants() -> dict[str, configs.LaunchPlan]:
+    shipped = configs.launch_plan(torch.device("cuda"))
+    return {"v21": shipped, **{name: dataclasses.replace(configs.PLANS["sm_100"], weight_gemm=g) for name, g in TILES.items()}}
+
+
+def measure(tokens: int, plans: dict[str, configs.LaunchPlan]) -> dict:
+    w, inputs, outputs = workload_case(tokens)
+    expected = reference.run(*inputs)
+    checks = {name: verdicts(outputs_of(partial(run_with_plan, plan), inputs, outputs), expected, w)
+              for name, plan in plans.items()}
+    del expected
+    correct = {name: all(v.passed for v in c.values()) for name, c in checks.items()}
+    failures = {name: {n: str(v)[:160] for n, v in c.items() if not v.passed} for name, c in checks.items()}
+    times = {name: [] for name in plans}
+    for _ in range(3):
+        for name, plan in plans.items():
+            r = time_call(partial(run_with_plan, plan), inputs, outputs, warmup=10, rep=50)
+            times[name].append({"us": r.median_ms * 1e3, "kernels_us": {k: round(v * 1e3, 2) for k, v in r.activity_ms.items()}})
+    return {"tokens": tokens, "correct": correct, "failures": failures, **times}
+
+
+def main(argv: list[str]) -> int:
+    known = sorted(w.tokens for w in reference.WORKLOADS)
+    try:
+        tokens = [int(t) for t in argv[0].split(",")]
+        if not tokens or any(t not in known for t in tokens):
+            raise ValueError
+    except (IndexError, ValueError):
+        print(f"usage: ab_stage4_operand_b.py TOKENS[,TOKENS...] (workload token counts: {known})", file=sys.stderr)
+        return 2
+    require_gpu("ab_stage4_operand_b")
+    plans = variants()
+    out = os.path.join(os.environ.get("OUT", "."), "stage4_operand_b_ab.json")
+    rows = []
+    for t in tokens:
+        rows.append(measure(t, plans))
+        print(t, rows[-1]["correct"], {k: [round(x["us"], 1) for x in rows[-1][k]] for k in plans}, flush=True)
+        with open(out, "w") as f:  # rewritten after each token count
+            json.dump({"provenance": provenance("A/B of stage 4 with the rounded fp32 tile as wgmma's B operand vs "
+                                                "Hopper's v21 plan; evaluation.timer.time_call (official-style), 3 "
+                                                "interleaved rounds, median of 50 each"), "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
