@@ -207,8 +207,11 @@ _HOPPER = LaunchPlan(
 # from 16384 tokens stage 1, not stage 2, rounds gelu_output (slower: 3108 vs 3042 us at 131072
 # tokens, results/gelu_copy_6147b7f.json). Against the fp32 layout in one A/B
 # (results/v19_ab_0549a3e.json, 8-row stage 1 in both, v18's stage 2 from 16384 tokens): 2984 tokens
-# 93.4 vs 89.1 us, 7184: 191.8 vs 182.1, 17312: 423.0 vs 415.1, 131072: 2945 vs 2884. Not measured as
-# a whole. bench/compile_check.py fails on a register-operand MMA pipelined this way.
+# 93.4 vs 89.1 us, 7184: 191.8 vs 182.1, 17312: 423.0 vs 415.1, 131072: 2945 vs 2884. As a whole
+# (evaluator, results/eval_39589b2.json): geomean 141.1 us, as predicted (~141.2); v20 read 135.4.
+# The race-free alternative, the rounded tile as wgmma's B operand, lost at every size
+# (results/stage4_operand_b_ab_39589b2.json). bench/compile_check.py fails on a register-operand MMA
+# pipelined this way.
 _HOPPER_SHARED_OPERANDS = replace(
     _HOPPER,
     stage4_reads_fp32_from=ANY_TOKENS,
