@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 
 from evaluation import offline, report
-from evaluation.provenance import git_commit
+from evaluation.provenance import git_commit, host_cpu
 from evaluation.staging import BenchmarkConfig, load_solution, positive_int, stage
 from evaluation.trace import PASSED, RUNTIME_ERROR, TIMEOUT, dumps, make_trace
 from reference.problem import DEFINITION, ROOT, WORKLOAD_PATH
@@ -92,6 +92,7 @@ def provenance(traces: list[dict], timer: str) -> dict:
     hardware = next((t["evaluation"]["environment"]["hardware"] for t in traces if t.get("evaluation")), None)
     return {
         "gpu": hardware,
+        "host_cpu": host_cpu(),
         "driver": _command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
