@@ -5,9 +5,11 @@ results/large_layernorm_c324fca.json: 131072 tokens 2806.6 / 2841.4 vs 2869.2 us
 outputs checked against the reference first. Its run, at 2e0e05e: results/large_layernorm_ab_2e0e05e.json
 (there the 8-row variant is named "v20", the plan of that checkout; this copy builds the same variants
 from any later plan).
-The variants differ from the checkout's plan only in stage 1's launch beyond 32768 tokens.
+The variants differ from the checkout's plan only in stage 1's launch beyond 32768 tokens, or beyond
+the second argument's token count: on Hopper, where stage 1 also makes stage 4's fp16 copies (v21),
+`2984,7184,17312,69568,131072 2048` asks whether fewer rows a step win there too (session 14).
 
-    PYTHONPATH=. python bench/experiments/ab_large_layernorm.py 69568,131072   # on the GPU machine
+    PYTHONPATH=. python bench/experiments/ab_large_layernorm.py 69568,131072 [BEYOND]   # on the GPU machine
 """
 import dataclasses
 import json
@@ -26,15 +28,15 @@ from solution import configs
 from solution.configs import ANY_TOKENS, LayerNormConfig
 from solution.ffn_backward import run_with_plan
 
-BEYOND = 32768  # the variants' launches hold from this many tokens + 1
+BEYOND = 32768  # the variants' launches hold from this many tokens + 1 (default)
 LAUNCHES = {"8rows-w4-x4": LayerNormConfig(8, 4, 4), "2rows-w2-x4": LayerNormConfig(2, 2, 4),
             "1row-w4-x4": LayerNormConfig(1, 4, 4)}
 
 
-def variants(plan: configs.LaunchPlan) -> dict[str, configs.LaunchPlan]:
-    """`plan` with each of LAUNCHES as stage 1's launch beyond BEYOND tokens (its table unchanged below)."""
-    below = tuple((limit, ln) for limit, ln in plan.layernorm if limit < BEYOND)
-    upto = ((BEYOND, configs.for_tokens(plan.layernorm, BEYOND)),)
+def variants(plan: configs.LaunchPlan, beyond: int = BEYOND) -> dict[str, configs.LaunchPlan]:
+    """`plan` with each of LAUNCHES as stage 1's launch beyond `beyond` tokens (its table unchanged below)."""
+    below = tuple((limit, ln) for limit, ln in plan.layernorm if limit < beyond)
+    upto = ((beyond, configs.for_tokens(plan.layernorm, beyond)),)
     return {name: dataclasses.replace(plan, layernorm=below + upto + ((ANY_TOKENS, ln),)) for name, ln in LAUNCHES.items()}
 
 
@@ -57,22 +59,24 @@ def main(argv: list[str]) -> int:
     known = sorted(w.tokens for w in reference.WORKLOADS)
     try:
         tokens = [int(t) for t in argv[0].split(",")]
-        if not tokens or any(t not in known for t in tokens):
+        beyond = int(argv[1]) if len(argv) > 1 else BEYOND
+        if not tokens or any(t not in known or t <= beyond for t in tokens):
             raise ValueError
     except (IndexError, ValueError):
-        print(f"usage: ab_large_layernorm.py TOKENS[,TOKENS...] (workload token counts: {known})", file=sys.stderr)
+        print(f"usage: ab_large_layernorm.py TOKENS[,TOKENS...] [BEYOND] (workload token counts above BEYOND, "
+              f"default {BEYOND}: {known})", file=sys.stderr)
         return 2
     require_gpu("ab_large_layernorm")
-    plans = variants(configs.launch_plan(torch.device("cuda")))
+    plans = variants(configs.launch_plan(torch.device("cuda")), beyond)
     out = os.path.join(os.environ.get("OUT", "."), "large_layernorm_ab.json")
     rows = []
     for t in tokens:
         rows.append(measure(t, plans))
         print(t, rows[-1]["correct"], {k: [round(x["us"], 1) for x in rows[-1][k]] for k in plans}, flush=True)
         with open(out, "w") as f:  # rewritten after each token count
-            json.dump({"provenance": provenance("A/B of stage 1's launch beyond 32768 tokens; evaluation.timer.time_call "
-                                                "(official-style), 3 interleaved rounds, median of 50 each"), "rows": rows},
-                      f, indent=1)
+            json.dump({"provenance": provenance(f"A/B of stage 1's launch beyond {beyond} tokens; evaluation.timer.time_call "
+                                                "(official-style), 3 interleaved rounds, median of 50 each"),
+                       "plans": {k: dataclasses.asdict(p) for k, p in plans.items()}, "rows": rows}, f, indent=1)
     return 0
 
 
