@@ -212,10 +212,17 @@ _HOPPER = LaunchPlan(
 # The race-free alternative, the rounded tile as wgmma's B operand, lost at every size
 # (results/stage4_operand_b_ab_39589b2.json). bench/compile_check.py fails on a register-operand MMA
 # pipelined this way.
+# Stage 1 beyond 2048 tokens, with the copies (official-style timer, 3 interleaved rounds, us;
+# results/hopper_layernorm_ab_bcb6f92.json): 8 rows on 4 warps vs 2 rows on 2 warps vs 1 row on 4
+# warps: 2984 tokens 93.2 / 96.7 / 98.5; 7184: 191.6 / 187.3 / 191.8; 17312: 431.1 / 423.4 / 434.4;
+# 69568: 1594.3 / 1562.8 / 1606.1; 131072: 3017.0 / 2957.8 / 3030.4. So 8 rows up to 4096 tokens
+# (2984; 3092 and 3602 not measured, taken with 2984) and 2 rows beyond (6824 not measured, taken
+# with 7184).
 _HOPPER_SHARED_OPERANDS = replace(
     _HOPPER,
     stage4_reads_fp32_from=ANY_TOKENS,
-    layernorm=(_HOPPER.layernorm[0], (ANY_TOKENS, LayerNormConfig(block_m=8, warps=4, waves=4))),
+    layernorm=(_HOPPER.layernorm[0], (4096, LayerNormConfig(block_m=8, warps=4, waves=4)),
+               (ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4))),
 )
 
 # Read-only: a sweep or a test builds its own plan (dataclasses.replace) and passes it to
