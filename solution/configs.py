@@ -90,8 +90,8 @@ _HOPPER = LaunchPlan(
     # copies, beside stage 3), summing the LayerNorm partial rows of 2-4x more programs, takes up to
     # 27.7 us instead of 16.5. So this bound lies between 613 and 1163 tokens.
     # From 2049 tokens 2 rows on 2 warps, where stage 4 reads the fp32 inputs after stage 3
-    # (stage4_reads_fp32_from; sm_100's plan: sm_90's keeps 8 rows there, _HOPPER_SHARED_OPERANDS
-    # below): 2984 tokens 86.0 vs 89.0 us (stage 1 12 vs 17), 3602: 99.8 vs 103.8,
+    # (stage4_reads_fp32_from; sm_100's plan: sm_90's, with the copies, keeps 8 rows to 4096 tokens,
+    # _HOPPER_SHARED_OPERANDS below): 2984 tokens 86.0 vs 89.0 us (stage 1 12 vs 17), 3602: 99.8 vs 103.8,
     # 7184: 180.3 vs 183.5, 17312: 415.5 vs 421.3 (one run each,
     # results/mid_tokens_layernorm_deaf714.json); 131072: 2870 vs 2924 us, 69568: 1531 vs 1565 (3
     # interleaved rounds, each variant's within 22 us, results/large_layernorm_ab_2e0e05e.json; 1 row
@@ -203,7 +203,7 @@ _HOPPER = LaunchPlan(
 # results/stage4_fp32_6caa1d8.json); the tile above passed every check there, but is not race-free
 # by construction. So on sm_90 stage 4 reads stage 1's fp16 copies at every size (weight_grad_kernel:
 # both operands in shared memory), with stage 1 from 1025 tokens as measured with the copies (8 rows on
-# 4 warps). From 2049 tokens that is v18's configuration (results/eval_446f215.json), except that
+# 4 warps to 4096 tokens, 2 rows on 2 warps beyond: below). From 2049 tokens that is v18's configuration (results/eval_446f215.json), except that
 # from 16384 tokens stage 1, not stage 2, rounds gelu_output (slower: 3108 vs 3042 us at 131072
 # tokens, results/gelu_copy_6147b7f.json). Against the fp32 layout in one A/B
 # (results/v19_ab_0549a3e.json, 8-row stage 1 in both, v18's stage 2 from 16384 tokens): 2984 tokens
