@@ -26,7 +26,10 @@ output too early would show here).
 
 Ran at 49379b1 on branch proto/fp32-weights-few-tokens (results/few_tokens_ab_49379b1.json): it needs
 that branch's solution (LaunchPlan.stages_2_3_read_fp32_weights_up_to, programmatic_launch_up_to),
-which main does not have. Kept here as the record of the measurement.
+which main does not have. That solution is kept beside this script as ab_fp32_weights.patch (the
+branch's solution/ against a027ee7, where it was cut: `git checkout a027ee7 && git apply
+bench/experiments/ab_fp32_weights.patch`, then `python submit.py`). Kept here as the record of the
+measurement.
 """
 import dataclasses
 import json
