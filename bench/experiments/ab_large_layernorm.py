@@ -9,11 +9,15 @@ The variants differ from the checkout's plan only in stage 1's launch beyond 327
 the second argument's token count: on Hopper, where stage 1 also makes stage 4's fp16 copies (v21),
 `2984,7184,17312,69568,131072 2048` asks whether fewer rows a step win there too (session 14).
 
-    PYTHONPATH=. python bench/experiments/ab_large_layernorm.py 69568,131072 [BEYOND]   # on the GPU machine
+A third argument names other launches, each as ROWSrows-wWARPS-xWAVES (rows a step, warps, row
+programs an SM at most), e.g. `2rows-w2-x2` (fewer row programs: stage 4 sums fewer partial rows).
+
+    PYTHONPATH=. python bench/experiments/ab_large_layernorm.py 69568,131072 [BEYOND [LAUNCH,...]]   # on the GPU machine
 """
 import dataclasses
 import json
 import os
+import re
 import sys
 from functools import partial
 
@@ -33,11 +37,20 @@ LAUNCHES = {"8rows-w4-x4": LayerNormConfig(8, 4, 4), "2rows-w2-x4": LayerNormCon
             "1row-w4-x4": LayerNormConfig(1, 4, 4)}
 
 
-def variants(plan: configs.LaunchPlan, beyond: int = BEYOND) -> dict[str, configs.LaunchPlan]:
-    """`plan` with each of LAUNCHES as stage 1's launch beyond `beyond` tokens (its table unchanged below)."""
+def launch(name: str) -> LayerNormConfig:
+    """A stage-1 launch from its name, ROWSrows-wWARPS-xWAVES (1row-... too)."""
+    m = re.fullmatch(r"(\d+)rows?-w(\d+)-x(\d+)", name)
+    if not m:
+        raise ValueError(f"launch {name!r}: expected ROWSrows-wWARPS-xWAVES, e.g. 2rows-w2-x4")
+    return LayerNormConfig(*map(int, m.groups()))
+
+
+def variants(plan: configs.LaunchPlan, beyond: int = BEYOND,
+             launches: dict[str, LayerNormConfig] = LAUNCHES) -> dict[str, configs.LaunchPlan]:
+    """`plan` with each of `launches` as stage 1's launch beyond `beyond` tokens (its table unchanged below)."""
     below = tuple((limit, ln) for limit, ln in plan.layernorm if limit < beyond)
     upto = ((beyond, configs.for_tokens(plan.layernorm, beyond)),)
-    return {name: dataclasses.replace(plan, layernorm=below + upto + ((ANY_TOKENS, ln),)) for name, ln in LAUNCHES.items()}
+    return {name: dataclasses.replace(plan, layernorm=below + upto + ((ANY_TOKENS, ln),)) for name, ln in launches.items()}
 
 
 def measure(tokens: int, plans: dict[str, configs.LaunchPlan]) -> dict:
@@ -60,14 +73,15 @@ def main(argv: list[str]) -> int:
     try:
         tokens = [int(t) for t in argv[0].split(",")]
         beyond = int(argv[1]) if len(argv) > 1 else BEYOND
+        launches = {name: launch(name) for name in argv[2].split(",")} if len(argv) > 2 else LAUNCHES
         if not tokens or any(t not in known or t <= beyond for t in tokens):
             raise ValueError
     except (IndexError, ValueError):
-        print(f"usage: ab_large_layernorm.py TOKENS[,TOKENS...] [BEYOND] (workload token counts above BEYOND, "
-              f"default {BEYOND}: {known})", file=sys.stderr)
+        print(f"usage: ab_large_layernorm.py TOKENS[,TOKENS...] [BEYOND [LAUNCH,...]] (workload token counts above "
+              f"BEYOND, default {BEYOND}: {known}; LAUNCH as 2rows-w2-x4)", file=sys.stderr)
         return 2
     require_gpu("ab_large_layernorm")
-    plans = variants(configs.launch_plan(torch.device("cuda")), beyond)
+    plans = variants(configs.launch_plan(torch.device("cuda")), beyond, launches)
     out = os.path.join(os.environ.get("OUT", "."), "large_layernorm_ab.json")
     rows = []
     for t in tokens:
