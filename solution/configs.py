@@ -203,7 +203,7 @@ _HOPPER = LaunchPlan(
 # results/stage4_fp32_6caa1d8.json); the tile above passed every check there, but is not race-free
 # by construction. So on sm_90 stage 4 reads stage 1's fp16 copies at every size (weight_grad_kernel:
 # both operands in shared memory), with stage 1 from 1025 tokens as measured with the copies (8 rows on
-# 4 warps to 2048 tokens, 4 rows on 2 warps to 4096, 2 rows on 2 warps beyond: below). From 2049 tokens that is v18's configuration (results/eval_446f215.json), except that
+# 4 warps to 2048 tokens, 4 rows on 2 warps to 4096, 2 rows on 2 warps beyond: below). From 2049 tokens v21's was v18's configuration (results/eval_446f215.json), except that
 # from 16384 tokens stage 1, not stage 2, rounds gelu_output (slower: 3108 vs 3042 us at 131072
 # tokens, results/gelu_copy_6147b7f.json). Against the fp32 layout in one A/B
 # (results/v19_ab_0549a3e.json, 8-row stage 1 in both, v18's stage 2 from 16384 tokens): 2984 tokens
@@ -218,13 +218,13 @@ _HOPPER = LaunchPlan(
 # 69568: 1594.3 / 1562.8 / 1606.1; 131072: 3017.0 / 2957.8 / 3030.4. So 2 rows beyond 4096 tokens
 # (3092: 96.5 / 98.7 / 100.4, 3602: 111.2 / 110.7 / 112.8, 6824: 186.0 / 180.3 / 185.2,
 # results/hopper_layernorm_boundary_ab_bd82898.json). At 2984 the 2-row stage 1 is faster (23.4 vs
-# 26.7 us) but stage 4 slower (29.1 vs 23.0: it sums 528 LayerNorm partial rows instead of 373).
+# 26.6 us) but stage 4 slower (29.1 vs 23.0: it sums 528 LayerNorm partial rows instead of 373).
 # From 2049 to 4096 tokens 4 rows on 2 warps, at most 2 programs an SM (264 partial rows):
 # against 8 rows on 4 warps, 2 rows on 2 warps (x4, x2) and 4 rows on 4 warps (3 interleaved
 # rounds, results/hopper_layernorm_launches_ab_7dc1e32.json): 2984 tokens 92.5 vs 93.5 / 97.1 /
-# 93.3 / 102.5 us; 3602: 110.4 vs 111.0 / 110.6 / 110.1 / 117.9 (3092 not measured). Beyond 4096
-# 2 rows on 2 warps stay ahead: 7184 187.3 vs 188.8 (4 rows x2) and 194.9 (2 rows x2); 131072
-# 2941 vs 2964 and 3094.
+# 93.3 / 102.5 us; 3602: 110.4 vs 111.0 / 110.6 / 110.1 / 117.9; 3092: 94.8 vs 96.7 (8 rows,
+# results/hopper_layernorm_3092_ab_fadc8a0.json). Beyond 4096 2 rows on 2 warps stay ahead: 7184
+# 187.3 vs 188.8 (4 rows x2) and 194.9 (2 rows x2); 131072 2941 vs 2964 and 3095.
 _HOPPER_SHARED_OPERANDS = replace(
     _HOPPER,
     stage4_reads_fp32_from=ANY_TOKENS,
