@@ -224,7 +224,9 @@ _HOPPER = LaunchPlan(
 # rounds, results/hopper_layernorm_launches_ab_7dc1e32.json): 2984 tokens 92.5 vs 93.5 / 97.1 /
 # 93.3 / 102.5 us; 3602: 110.4 vs 111.0 / 110.6 / 110.1 / 117.9; 3092: 94.8 vs 96.7 (8 rows,
 # results/hopper_layernorm_3092_ab_fadc8a0.json). Beyond 4096 2 rows on 2 warps stay ahead: 7184
-# 187.3 vs 188.8 (4 rows x2) and 194.9 (2 rows x2); 131072 2941 vs 2964 and 3095.
+# 187.3 vs 188.8 (4 rows x2) and 194.9 (2 rows x2); 131072 2941 vs 2964 and 3095. At 1163 tokens
+# 8 rows on 4 warps stay ahead of 4 rows x2, 2 rows x1 / x2, 4 rows x1 and 8 rows x1 (44.0 vs
+# 45.6-49.7 us; at 2984 4 rows x2 again first, 91.3 vs 92.5: results/hopper_layernorm_1163_ab_565d98d.json).
 _HOPPER_SHARED_OPERANDS = replace(
     _HOPPER,
     stage4_reads_fp32_from=ANY_TOKENS,
