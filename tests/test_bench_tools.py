@@ -60,3 +60,13 @@ def test_provenance_names_the_host_cpu():
 
     cpu = provenance("test")["host_cpu"]
     assert isinstance(cpu, str) and cpu and cpu != "unknown"
+
+
+def test_experiments_workload_tokens():
+    """The A/B scripts' token argument: official workload token counts only, comma-separated."""
+    from bench.experiments.workload_case import WORKLOAD_TOKENS, workload_tokens
+
+    assert workload_tokens("2984,131072") == [2984, 131072] and len(WORKLOAD_TOKENS) == 16
+    for bad in ("5", "2984,", "x", ""):
+        with pytest.raises(ValueError):
+            workload_tokens(bad)

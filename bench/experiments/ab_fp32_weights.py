@@ -40,10 +40,10 @@ from functools import partial
 import torch
 
 import reference
-from bench.experiments.workload_case import outputs_of, verdicts, workload_case
+from bench.experiments.workload_case import (WORKLOAD_TOKENS, interleaved_times, outputs_of, verdicts, workload_case,
+                                              workload_tokens)
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
-from evaluation.timer import time_call
 from solution import configs
 from solution.ffn_backward import run_with_plan
 
@@ -77,22 +77,15 @@ def measure(tokens: int, plans: dict[str, configs.LaunchPlan]) -> dict:
     del expected
     correct = {name: all(v.passed for v in c.values()) for name, c in checks.items()}
     failures = {name: {n: str(v)[:160] for n, v in c.items() if not v.passed} for name, c in checks.items()}
-    times = {name: [] for name in plans}
-    for _ in range(ROUNDS):
-        for name, plan in plans.items():
-            r = time_call(partial(run_with_plan, plan), inputs, outputs, warmup=10, rep=50)
-            times[name].append({"us": r.median_ms * 1e3, "kernels_us": {k: round(v * 1e3, 2) for k, v in r.activity_ms.items()}})
+    times = interleaved_times(plans, inputs, outputs, ROUNDS)
     return {"tokens": tokens, "correct": correct, "bit_identical_repeats": repeatable, "failures": failures, **times}
 
 
 def main(argv: list[str]) -> int:
-    known = sorted(w.tokens for w in reference.WORKLOADS)
     try:
-        tokens = [int(t) for t in argv[0].split(",")]
-        if not tokens or any(t not in known for t in tokens):
-            raise ValueError
+        tokens = workload_tokens(argv[0])
     except (IndexError, ValueError):
-        print(f"usage: ab_fp32_weights.py TOKENS[,TOKENS...] (workload token counts: {known})", file=sys.stderr)
+        print(f"usage: ab_fp32_weights.py TOKENS[,TOKENS...] (workload token counts: {list(WORKLOAD_TOKENS)})", file=sys.stderr)
         return 2
     require_gpu("ab_fp32_weights")
     plans = variants()

@@ -24,10 +24,10 @@ from functools import partial
 import torch
 
 import reference
-from bench.experiments.workload_case import outputs_of, verdicts, workload_case
+from bench.experiments.workload_case import (WORKLOAD_TOKENS, interleaved_times, outputs_of, verdicts, workload_case,
+                                              workload_tokens)
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
-from evaluation.timer import time_call
 from solution import configs
 from solution.configs import ANY_TOKENS, LayerNormConfig
 from solution.ffn_backward import run_with_plan
@@ -60,25 +60,20 @@ def measure(tokens: int, plans: dict[str, configs.LaunchPlan]) -> dict:
                                                      expected, w).values())
                for name, plan in plans.items()}
     del expected
-    times = {name: [] for name in plans}
-    for _ in range(3):
-        for name, plan in plans.items():
-            r = time_call(partial(run_with_plan, plan), inputs, outputs, warmup=10, rep=50)
-            times[name].append({"us": r.median_ms * 1e3, "kernels_us": {k: round(v * 1e3, 2) for k, v in r.activity_ms.items()}})
+    times = interleaved_times(plans, inputs, outputs)
     return {"tokens": tokens, "correct": correct, **times}
 
 
 def main(argv: list[str]) -> int:
-    known = sorted(w.tokens for w in reference.WORKLOADS)
     try:
-        tokens = [int(t) for t in argv[0].split(",")]
+        tokens = workload_tokens(argv[0])
         beyond = int(argv[1]) if len(argv) > 1 else BEYOND
         launches = {name: launch(name) for name in argv[2].split(",")} if len(argv) > 2 else LAUNCHES
-        if not tokens or any(t not in known or t <= beyond for t in tokens):
+        if any(t <= beyond for t in tokens):
             raise ValueError
     except (IndexError, ValueError):
         print(f"usage: ab_large_layernorm.py TOKENS[,TOKENS...] [BEYOND [LAUNCH,...]] (workload token counts above "
-              f"BEYOND, default {BEYOND}: {known}; LAUNCH as 2rows-w2-x4)", file=sys.stderr)
+              f"BEYOND, default {BEYOND}: {list(WORKLOAD_TOKENS)}; LAUNCH as 2rows-w2-x4)", file=sys.stderr)
         return 2
     require_gpu("ab_large_layernorm")
     plans = variants(configs.launch_plan(torch.device("cuda")), beyond, launches)

@@ -1,14 +1,40 @@
 """What the A/B and sweep scripts in bench/experiments share: an official workload's inputs and
 output tensors, a variant's outputs written into NaN-filled tensors (an element it leaves unwritten
-fails the check), and the official check of each output."""
+fails the check), the official check of each output, the token counts a script is asked for, and the
+variants timed in interleaved rounds."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 
 import reference
+
+WORKLOAD_TOKENS = tuple(sorted(w.tokens for w in reference.WORKLOADS))
+
+
+def workload_tokens(arg: str) -> list[int]:
+    """Comma-separated token counts of official workloads ("2984,131072"); ValueError otherwise."""
+    tokens = [int(t) for t in arg.split(",")]
+    if not tokens or any(t not in WORKLOAD_TOKENS for t in tokens):
+        raise ValueError(f"{arg!r}: not a comma-separated list of workload token counts {list(WORKLOAD_TOKENS)}")
+    return tokens
+
+
+def interleaved_times(plans: dict, inputs: list, outputs: list[torch.Tensor], rounds: int = 3) -> dict[str, list[dict]]:
+    """Each plan timed `rounds` times, every plan once a round (official-style timer: 10 warm-up calls,
+    median of 50): per plan a list of {"us": the call, "kernels_us": each kernel's CUPTI time}."""
+    from evaluation.timer import time_call
+    from solution.ffn_backward import run_with_plan
+
+    times = {name: [] for name in plans}
+    for _ in range(rounds):
+        for name, plan in plans.items():
+            r = time_call(partial(run_with_plan, plan), inputs, outputs, warmup=10, rep=50)
+            times[name].append({"us": r.median_ms * 1e3, "kernels_us": {k: round(v * 1e3, 2) for k, v in r.activity_ms.items()}})
+    return times
 
 
 def workload_case(tokens: int, device: str = "cuda") -> tuple[object, list, list[torch.Tensor]]:
