@@ -203,8 +203,9 @@ _HOPPER = LaunchPlan(
 # results/stage4_fp32_6caa1d8.json); the tile above passed every check there, but is not race-free
 # by construction. So on sm_90 stage 4 reads stage 1's fp16 copies at every size (weight_grad_kernel:
 # both operands in shared memory), with stage 1 from 1025 tokens as measured with the copies (8 rows on
-# 4 warps to 2048 tokens, 4 rows on 2 warps to 4096, 2 rows on 2 warps beyond: below). From 2049 tokens v21's was v18's configuration (results/eval_446f215.json), except that
-# from 16384 tokens stage 1, not stage 2, rounds gelu_output (slower: 3108 vs 3042 us at 131072
+# 4 warps to 2048 tokens, 4 rows on 2 warps to 4096, 2 rows on 2 warps beyond: below). From 2049
+# tokens v21's plan was v18's configuration (results/eval_446f215.json), except that from 16384
+# tokens stage 1, not stage 2, rounds gelu_output (slower: 3108 vs 3042 us at 131072
 # tokens, results/gelu_copy_6147b7f.json). Against the fp32 layout in one A/B
 # (results/v19_ab_0549a3e.json, 8-row stage 1 in both, v18's stage 2 from 16384 tokens): 2984 tokens
 # 93.4 vs 89.1 us, 7184: 191.8 vs 182.1, 17312: 423.0 vs 415.1, 131072: 2945 vs 2884. As a whole
