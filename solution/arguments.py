@@ -11,7 +11,8 @@ import math
 import numbers
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, reduce
+from operator import add, attrgetter, itemgetter, le, or_
 
 import torch
 
@@ -60,8 +61,8 @@ def _check_tensor(name: str, t: object, expected: tuple, device: torch.device) -
         raise TypeError(f"{name}: expected dtype torch.float32, got {t.dtype}")
     if t.device != device:
         raise ValueError(f"{name}: on {t.device}, but grad_output is on {device}")
-    if tuple(t.shape) != expected:
-        raise ValueError(f"{name}: expected shape {expected}, got {tuple(t.shape)}")
+    if tuple(t.shape) != tuple(expected):
+        raise ValueError(f"{name}: expected shape {tuple(expected)}, got {tuple(t.shape)}")
     if not t.is_contiguous():
         raise ValueError(f"{name}: must be contiguous (row-major); got strides {t.stride()}")
 
@@ -77,17 +78,28 @@ def _check_device(device: torch.device) -> None:
 def _check_no_overlap(addresses: tuple[int, ...], nbytes: tuple[int, ...]) -> None:
     """No output shares a byte with another output or an input (inputs may share with each other).
 
-    The common case first: spans sorted by start, each starting at or after the end of the one
-    before, share no byte at all. Otherwise the sweep that tells an allowed overlap (input with
-    input) from a forbidden one."""
-    end = 0
-    for start, size in sorted(zip(addresses, nbytes)):
-        if start < end:
-            break
-        end = start + size
-    else:
+    The common case first: spans that, taken in some order, each end at or before the next one's
+    start share no byte at all. The order tried first is the last call's order by start (a hint:
+    the caching allocator tends to hand out the same layout again, and the test is the same
+    whatever the order); otherwise the spans are sorted, and where they do touch, the sweep tells
+    an allowed overlap (input with input) from a forbidden one."""
+    global _by_start
+    if _chained(_by_start, addresses, nbytes):
+        return
+    order = itemgetter(*sorted(range(len(addresses)), key=addresses.__getitem__))
+    if _chained(order, addresses, nbytes):
+        _by_start = order
         return
     _sweep_overlaps(addresses, nbytes)
+
+
+def _chained(order: itemgetter, addresses: tuple[int, ...], nbytes: tuple[int, ...]) -> bool:
+    """Whether the spans, taken in `order`, each end at or before the next one's start."""
+    starts = order(addresses)
+    return all(map(le, map(add, starts, order(nbytes)), starts[1:]))
+
+
+_by_start = itemgetter(*range(len(TENSOR_NAMES)))  # _check_no_overlap's first order to try
 
 
 def _sweep_overlaps(addresses: tuple[int, ...], nbytes: tuple[int, ...]) -> None:
@@ -120,8 +132,31 @@ def _overlap_message(a: str, b: str) -> str:
 def check_arguments(tensors: tuple, eps: object) -> tuple[Dims, tuple[int, ...], bool]:
     """Validate every argument (`tensors`: run's tensor arguments in TENSOR_NAMES order, without
     eps); return the problem's dimensions, each tensor's address (in the same order) and whether
-    all addresses are 16-byte aligned. Every call runs this: the common case is kept to a few
-    attribute reads a tensor, and the messages are built only for an argument that fails."""
+    all addresses are 16-byte aligned.
+
+    Every call runs this, so the common case (every argument right) is a few C-level passes over
+    the 17 tensors (map over one attribute at a time, compared as a tuple with what the shape asks
+    for) and no per-tensor Python code; where any pass disagrees, the per-tensor checks find the
+    argument and raise naming it (or accept it: a subclass of torch.Tensor, e.g. a Parameter)."""
+    if len(tensors) != len(TENSOR_NAMES):
+        raise TypeError(f"expected {len(TENSOR_NAMES)} tensor arguments, got {len(tensors)}")
+    layout = None
+    if tuple(map(type, tensors)) == _TENSOR_TYPES:
+        shapes, devices = tuple(map(_shape, tensors)), tuple(map(_device_index, tensors))
+        layout = _layouts.get((shapes[0], shapes[2], devices[0]))
+    if not (layout is not None and shapes == layout.shapes and devices == layout.device_indices
+            and tuple(map(_dtype, tensors)) == _FLOAT32 and all(map(_is_contiguous, tensors))):
+        layout = _checked_layout(tensors)
+    addresses = tuple(map(_data_ptr, tensors))
+    if type(eps) is not float or not 0.0 <= eps < math.inf:  # the common case: a finite float >= 0
+        _check_eps(eps)
+    _check_no_overlap(addresses, layout.nbytes)
+    return layout.dims, addresses, reduce(or_, addresses) % 16 == 0
+
+
+def _checked_layout(tensors: tuple) -> _Layout:
+    """The layout that grad_output's (batch, seq, hidden) and fc1_weight's intermediate size imply,
+    each tensor checked against it one by one (raising, naming the first that is wrong)."""
     grad_output, fc1_weight = tensors[0], tensors[2]
     if not isinstance(grad_output, torch.Tensor) or grad_output.dim() != 3:
         raise ValueError("grad_output: expected a 3-D tensor (batch_size, seq_len, hidden_size)")
@@ -131,45 +166,53 @@ def check_arguments(tensors: tuple, eps: object) -> tuple[Dims, tuple[int, ...],
     device_index = grad_output.get_device()  # -1: not on a CUDA device
     if device_index < 0:
         _check_device(grad_output.device)
-    dims = _dims(b * s, h, i, device_index)
-    shapes, nbytes = _concrete_shapes(b, s, h, i), _byte_sizes(b, s, h, i)
-    float32, tensor_type = torch.float32, torch.Tensor
-    addresses = []
-    for name, t, expected in zip(TENSOR_NAMES, tensors, shapes):
-        # _check_tensor's conditions without building any message: the common case, every call
-        if not (type(t) is tensor_type and t.dtype is float32 and t.get_device() == device_index
-                and t.shape == expected and t.is_contiguous()):
-            _check_tensor(name, t, expected, dims.device)  # raises, naming what is wrong
-        addresses.append(t.data_ptr())
+    layout = _layout(b, s, h, i, device_index)
+    for name, t, expected in zip(TENSOR_NAMES, tensors, layout.shapes):
+        _check_tensor(name, t, expected, layout.dims.device)
+    if device_index >= 0:  # the fast path serves CUDA tensors only (get_device is -1 for any CPU or meta tensor)
+        if len(_layouts) >= _LAYOUTS_KEPT:
+            _layouts.clear()
+        _layouts[(layout.shapes[0], layout.shapes[2], device_index)] = layout
+    return layout
+
+
+def _check_eps(eps: object) -> None:
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps: expected a Python number, got {type(eps).__name__}")
     if not (math.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps: expected a finite number >= 0, got {eps}")
-    addresses = tuple(addresses)
-    _check_no_overlap(addresses, nbytes)
-    aligned = not any(address % 16 for address in addresses)
-    return dims, addresses, aligned
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What the arguments of one shape on one device must be, in TENSOR_NAMES order."""
+
+    dims: Dims
+    shapes: tuple[torch.Size, ...]
+    nbytes: tuple[int, ...]  # fp32
+    device_indices: tuple[int, ...]  # Tensor.get_device() of each (-1: the CPU)
 
 
 @lru_cache(maxsize=64)
-def _dims(tokens: int, hidden: int, intermediate: int, device_index: int) -> Dims:
-    """One Dims object per shape and device (index -1: the CPU), its sizes checked once."""
-    if not (_is_power_of_two(hidden) and _is_power_of_two(intermediate) and MIN_SIZE <= hidden <= intermediate):
-        raise ValueError(f"hidden_size {hidden} and intermediate_size {intermediate}: need powers of two with "
+def _layout(b: int, s: int, h: int, i: int, device_index: int) -> _Layout:
+    """One _Layout per shape and device (index -1: the CPU), its sizes checked once."""
+    if not (_is_power_of_two(h) and _is_power_of_two(i) and MIN_SIZE <= h <= i):
+        raise ValueError(f"hidden_size {h} and intermediate_size {i}: need powers of two with "
                          f"{MIN_SIZE} <= hidden <= intermediate")
     device = torch.device("cpu") if device_index < 0 else torch.device("cuda", device_index)
-    return Dims(tokens=tokens, hidden=hidden, intermediate=intermediate, device=device)
-
-
-@lru_cache(maxsize=64)
-def _concrete_shapes(b: int, s: int, h: int, i: int) -> tuple[tuple[int, ...], ...]:
-    """Every tensor argument's expected shape, in TENSOR_NAMES order."""
     sizes = {"B": b, "S": s, "H": h, "I": i}
     symbolic = {**INPUT_SHAPES, **OUTPUT_SHAPES}
-    return tuple(tuple(sizes[d] if isinstance(d, str) else d for d in symbolic[name]) for name in TENSOR_NAMES)
+    shapes = tuple(torch.Size(sizes[d] if isinstance(d, str) else d for d in symbolic[name]) for name in TENSOR_NAMES)
+    return _Layout(dims=Dims(tokens=b * s, hidden=h, intermediate=i, device=device), shapes=shapes,
+                   nbytes=tuple(4 * math.prod(shape) for shape in shapes),
+                   device_indices=(device_index,) * len(TENSOR_NAMES))
 
 
-@lru_cache(maxsize=64)
-def _byte_sizes(b: int, s: int, h: int, i: int) -> tuple[int, ...]:
-    """Every tensor argument's size in bytes (fp32), in TENSOR_NAMES order."""
-    return tuple(4 * math.prod(shape) for shape in _concrete_shapes(b, s, h, i))
+# check_arguments' passes: one attribute of every tensor, read in C (map), compared as a tuple
+_TENSOR_TYPES = (torch.Tensor,) * len(TENSOR_NAMES)
+_FLOAT32 = (torch.float32,) * len(TENSOR_NAMES)
+_dtype, _shape = attrgetter("dtype"), attrgetter("shape")
+_device_index, _is_contiguous, _data_ptr = torch.Tensor.get_device, torch.Tensor.is_contiguous, torch.Tensor.data_ptr
+_LAYOUTS_KEPT = 64
+# CUDA layouts already checked, by (grad_output's shape, fc1_weight's shape, device index)
+_layouts: dict[tuple, _Layout] = {}

@@ -1,11 +1,18 @@
-"""The argument checks' overlap rule (solution/arguments.py), on addresses alone: outputs may share
-no byte with any other tensor; inputs may share with each other; empty tensors overlap nothing."""
+"""The argument checks (solution/arguments.py): the overlap rule, on addresses alone (outputs may
+share no byte with any other tensor; inputs may share with each other; empty tensors overlap
+nothing), and check_arguments' fast path, which must name every bad argument the per-tensor checks
+name."""
 
 from __future__ import annotations
 
-import pytest
+import math
 
-from solution.arguments import TENSOR_NAMES, _check_no_overlap
+import pytest
+import torch
+
+import reference
+from solution import arguments
+from solution.arguments import TENSOR_NAMES, _check_no_overlap, check_arguments
 
 OUTPUTS_FROM = TENSOR_NAMES.index("grad_hidden_states")
 
@@ -68,3 +75,92 @@ def test_an_empty_tensor_overlaps_nothing():
     grad_hidden = TENSOR_NAMES.index("grad_hidden_states")
     addresses[grad_hidden], sizes[grad_hidden] = addresses[1] + 16, 0  # an empty output inside an input
     _check_no_overlap(tuple(addresses), tuple(sizes))
+
+
+# check_arguments' fast path (C-level passes over the 17 tensors) serves CUDA layouts it has checked
+# once; on the CPU it is primed by hand here, so that the interpreter's machine tests it too.
+
+def _arguments(batch_size: int = 1, seq_len: int = 4) -> tuple[list, float]:
+    torch.manual_seed(0)
+    inputs = list(reference.make_inputs(batch_size, seq_len, torch.device("cpu")))
+    eps = inputs.pop(reference.INPUT_NAMES.index("eps"))
+    shapes = reference.output_shapes(batch_size, seq_len)
+    return inputs + [torch.empty(shapes[name]) for name in reference.OUTPUT_NAMES], eps
+
+
+@pytest.fixture
+def fast_path(monkeypatch):
+    """check_arguments with the CPU layout of B1xS4 primed, as a CUDA layout is after its first call."""
+    tensors, _ = _arguments()
+    layout = arguments._layout(1, 4, tensors[0].shape[2], tensors[2].shape[0], -1)
+    monkeypatch.setattr(arguments, "_layouts", {(layout.shapes[0], layout.shapes[2], -1): layout})
+    return layout
+
+
+def test_fast_path_returns_what_the_checks_return(fast_path):
+    tensors, eps = _arguments()
+    fast = check_arguments(tuple(tensors), eps)
+    arguments._layouts.clear()
+    assert check_arguments(tuple(tensors), eps) == fast
+    assert fast[0] is fast_path.dims and fast[1] == tuple(t.data_ptr() for t in tensors)
+
+
+def _at(name: str) -> int:
+    return TENSOR_NAMES.index(name)
+
+
+# (id, edit of (tensors, eps) -> (tensors, eps), exception type, the message's start)
+FAST_PATH_BAD = [
+    ("float64", lambda t, e: (t[:1] + [t[1].double()] + t[2:], e), TypeError, "hidden_states"),
+    ("a-list", lambda t, e: (t[:3] + [t[3].tolist()] + t[4:], e), TypeError, "fc1_output"),
+    ("shape", lambda t, e: (t[:9] + [t[9][:256].clone()] + t[10:], e), ValueError, "ln_weight"),
+    ("transposed", lambda t, e: (t[:5] + [t[5].t().contiguous().t()] + t[6:], e), ValueError, "fc2_weight"),
+    ("output-aliases-input",
+     lambda t, e: (t[:_at("grad_hidden_states")] + [t[1]] + t[_at("grad_hidden_states") + 1:], e), ValueError,
+     "grad_hidden_states overlaps hidden_states"),
+    ("string-eps", lambda t, e: (t, "1e-5"), TypeError, "eps"),
+    ("inf-eps", lambda t, e: (t, math.inf), ValueError, "eps"),
+    ("nan-eps", lambda t, e: (t, math.nan), ValueError, "eps"),
+    ("negative-eps", lambda t, e: (t, -1e-5), ValueError, "eps"),
+]
+
+
+@pytest.mark.parametrize("edit, error, message", [pytest.param(*case[1:], id=case[0]) for case in FAST_PATH_BAD])
+def test_fast_path_still_names_a_bad_argument(fast_path, edit, error, message):
+    tensors, eps = edit(*_arguments())
+    with pytest.raises(error, match=rf"^{message}\b"):
+        check_arguments(tuple(tensors), eps)
+
+
+def test_cpu_layouts_never_prime_the_fast_path(monkeypatch):
+    """The fast path compares Tensor.get_device(), which is -1 for a CPU and a meta tensor alike: it
+    serves CUDA layouts only (a tensor on another device then fails with its device named)."""
+    monkeypatch.setattr(arguments, "_layouts", {})
+    tensors, eps = _arguments()
+    check_arguments(tuple(tensors), eps)
+    assert arguments._layouts == {}
+    tensors[_at("fc2_weight")] = tensors[_at("fc2_weight")].to("meta")
+    with pytest.raises(ValueError, match="^fc2_weight: on meta"):
+        check_arguments(tuple(tensors), eps)
+
+
+def test_a_tensor_subclass_passes(fast_path):
+    """A Parameter (a subclass of torch.Tensor) fails the fast path's exact type test; the per-tensor
+    checks accept it."""
+    tensors, eps = _arguments()
+    tensors[_at("fc1_weight")] = torch.nn.Parameter(tensors[_at("fc1_weight")], requires_grad=False)
+    assert check_arguments(tuple(tensors), eps)[0] is fast_path.dims
+
+
+def test_an_integer_eps_passes(fast_path):
+    tensors, _ = _arguments()
+    check_arguments(tuple(tensors), 0)
+
+
+def test_overlap_order_hint_cannot_hide_an_overlap():
+    """The first order tried is the last call's; spans that overlap in that same order still fail."""
+    addresses, sizes = _disjoint()
+    _check_no_overlap(tuple(addresses), tuple(sizes))  # now the hint: the spans' order by start
+    addresses[_at("grad_fc2_bias")] = addresses[_at("grad_fc2_weight")] + 8
+    with pytest.raises(ValueError, match="^grad_fc2_weight overlaps grad_fc2_bias"):
+        _check_no_overlap(tuple(addresses), tuple(sizes))
