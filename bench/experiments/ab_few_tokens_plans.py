@@ -1,0 +1,94 @@
+"""A/B of launch-plan variants at few tokens (issue 17), session 15: stage 4's pipeline depth and
+stage 3's K split, each against the checkout's plan. Official-style timer, 3 interleaved rounds,
+median of 50 each; every variant's outputs checked against the reference first.
+
+Why these (predictions from the kernels' resources, bench/compile_check.py on sm_90):
+- stage4-s2: stage 4 (weight_grad_kernel, 128x128x64 tiles) with 2 pipeline stages instead of 4:
+  64 instead of 128 KiB of shared memory a program. At 128 tokens each tile has 2 K steps, so the
+  deeper pipeline buys nothing there, and its 135 programs (128 tiles, 7 column-sum programs) need
+  more than one per SM: at 128 KiB only one fits beside a stage-3 program (96 KiB), so 3 programs
+  wait for a second wave. Predicted: stage 4 6.1 -> ~5 us at 128 tokens; the call -0 to -1 us (stage
+  3 is the longer branch). At 1163 tokens (19 K steps) the shallower pipeline may lose.
+- split8: stage 3 splits K over 8 programs a tile up to 256 tokens (v22: 4): 128 programs of 2 K
+  steps, half the bytes a program. Predicted: stage 3 8.0 -> ~6.5 us if the per-program load is what
+  holds it; more programs beside stage 4 may lose it again (split 4 at 422 tokens did, v19).
+- split2-mid: stage 3 split in 2 from 257 to 1024 tokens (v22: unsplit there; split 4 lost at 422).
+
+    PYTHONPATH=. python bench/experiments/ab_few_tokens_plans.py 128,131,422,613,1163 [VARIANT,...]   # on the GPU machine
+"""
+import dataclasses
+import json
+import os
+import sys
+from functools import partial
+
+import torch
+
+import reference
+from bench.experiments.workload_case import (WORKLOAD_TOKENS, interleaved_times, outputs_of, verdicts, workload_case,
+                                              workload_tokens)
+from bench.gpu import require_gpu
+from evaluation.provenance import provenance
+from solution import configs
+from solution.ffn_backward import run_with_plan
+
+
+def _input_gemm(plan: configs.LaunchPlan, up_to: int, below: int, splits: int) -> tuple:
+    """plan.input_gemm with stage 3's K split over `splits` programs a tile from below + 1 to up_to tokens
+    (bounds added at both ends; every other range as in the plan)."""
+    bounds = sorted({limit for limit, _ in plan.input_gemm} | {below, up_to} - {0})
+    return tuple((b, dataclasses.replace(configs.for_tokens(plan.input_gemm, b), splits=splits)
+                  if below < b <= up_to else configs.for_tokens(plan.input_gemm, b)) for b in bounds)
+
+
+def variants(plan: configs.LaunchPlan) -> dict[str, configs.LaunchPlan]:
+    stage4_s2 = dataclasses.replace(plan, weight_gemm=dataclasses.replace(plan.weight_gemm, num_stages=2))
+    return {
+        "checkout": plan,
+        "stage4-s2": stage4_s2,
+        "split8": dataclasses.replace(plan, input_gemm=_input_gemm(plan, 256, 0, 8)),
+        "split8+stage4-s2": dataclasses.replace(stage4_s2, input_gemm=_input_gemm(plan, 256, 0, 8)),
+        "split2-mid+stage4-s2": dataclasses.replace(stage4_s2, input_gemm=_input_gemm(plan, 1024, 256, 2)),
+    }
+
+
+def measure(tokens: int, plans: dict[str, configs.LaunchPlan]) -> dict:
+    w, inputs, outputs = workload_case(tokens)
+    expected = reference.run(*inputs)
+    correct = {name: all(v.passed for v in verdicts(outputs_of(partial(run_with_plan, plan), inputs, outputs),
+                                                     expected, w).values())
+               for name, plan in plans.items()}
+    del expected
+    return {"tokens": tokens, "correct": correct, **interleaved_times(plans, inputs, outputs)}
+
+
+def main(argv: list[str]) -> int:
+    try:
+        tokens = workload_tokens(argv[0])
+    except (IndexError, ValueError):
+        print(f"usage: ab_few_tokens_plans.py TOKENS[,TOKENS...] [VARIANT,...] (workload token counts: "
+              f"{list(WORKLOAD_TOKENS)})", file=sys.stderr)
+        return 2
+    require_gpu("ab_few_tokens_plans")
+    plans = variants(configs.launch_plan(torch.device("cuda")))
+    if len(argv) > 1:
+        unknown = [n for n in argv[1].split(",") if n not in plans]
+        if unknown:
+            print(f"unknown variants {unknown}: {list(plans)}", file=sys.stderr)
+            return 2
+        plans = {n: p for n, p in plans.items() if n == "checkout" or n in argv[1].split(",")}
+    out = os.path.join(os.environ.get("OUT", "."), "few_tokens_plans_ab.json")
+    rows = []
+    for t in tokens:
+        rows.append(measure(t, plans))
+        print(t, rows[-1]["correct"], {k: [round(x["us"], 1) for x in rows[-1][k]] for k in plans}, flush=True)
+        with open(out, "w") as f:  # rewritten after each token count
+            json.dump({"provenance": provenance("A/B of few-token plan variants (stage 4 pipeline depth, stage 3 K "
+                                                "split); evaluation.timer.time_call (official-style), 3 interleaved "
+                                                "rounds, median of 50 each"),
+                       "plans": {k: dataclasses.asdict(p) for k, p in plans.items()}, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
