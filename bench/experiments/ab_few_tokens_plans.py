@@ -13,6 +13,12 @@ Why these (predictions from the kernels' resources, bench/compile_check.py on sm
   steps, half the bytes a program. Predicted: stage 3 8.0 -> ~6.5 us if the per-program load is what
   holds it; more programs beside stage 4 may lose it again (split 4 at 422 tokens did, v19).
 - split2-mid: stage 3 split in 2 from 257 to 1024 tokens (v22: unsplit there; split 4 lost at 422).
+Second run, after stage4-s2 won at 128 and 131 tokens (-0.6, -0.8 us) and lost from 613 (stage 3
+ran faster beside it: 7.95 -> 7.49 us at 128 tokens):
+- stage4-s3: 3 stages (96 KiB): between the two, for 422-613 tokens.
+- stage4-128x256-w8-s2: 64 tile programs (96 KiB each) instead of 128, so that stage 3's 64 and
+  stage 4's 71 programs take about one SM each. Predicted: stage 3 ~6 us at 128 tokens if sharing
+  SMs with stage 4 is what holds it, stage 4 no faster (twice the output a program).
 
     PYTHONPATH=. python bench/experiments/ab_few_tokens_plans.py 128,131,422,613,1163 [VARIANT,...]   # on the GPU machine
 """
@@ -30,6 +36,7 @@ from bench.experiments.workload_case import (WORKLOAD_TOKENS, interleaved_times,
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
 from solution import configs
+from solution.configs import GemmConfig
 from solution.ffn_backward import run_with_plan
 
 
@@ -49,6 +56,8 @@ def variants(plan: configs.LaunchPlan) -> dict[str, configs.LaunchPlan]:
         "split8": dataclasses.replace(plan, input_gemm=_input_gemm(plan, 256, 0, 8)),
         "split8+stage4-s2": dataclasses.replace(stage4_s2, input_gemm=_input_gemm(plan, 256, 0, 8)),
         "split2-mid+stage4-s2": dataclasses.replace(stage4_s2, input_gemm=_input_gemm(plan, 1024, 256, 2)),
+        "stage4-s3": dataclasses.replace(plan, weight_gemm=dataclasses.replace(plan.weight_gemm, num_stages=3)),
+        "stage4-128x256-w8-s2": dataclasses.replace(plan, weight_gemm=GemmConfig(128, 256, 64, 8, 2)),
     }
 
 
