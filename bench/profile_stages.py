@@ -39,7 +39,7 @@ _DEFAULT = configs.PLANS["sm_90"]
 SWEEPS = {"large": [
     *({"gelu_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
     *({"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
-    *({"weight_gemm": c} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
+    *({"weight_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
 ], "layernorm": [  # stage 1 streams ~7 KB a token (~23 KB with the copies below 2048): occupancy and bytes in flight
     *({"layernorm": _all_tokens(LayerNormConfig(block_m=m, warps=w, waves=x))}
       for m, w, x in ((4, 4, 4), (8, 8, 4), (8, 4, 8), (8, 4, 2))),

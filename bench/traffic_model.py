@@ -269,7 +269,7 @@ def gemm_tiles(kernel: str, tokens: int, plan: LaunchPlan) -> int:
     if kernel == INPUT_GRAD:
         g = for_tokens(plan.input_gemm, tokens)
         return math.ceil(tokens / g.block_m) * (H // g.block_n)
-    g = plan.weight_gemm
+    g = for_tokens(plan.weight_gemm, tokens)
     return 2 * (H // g.block_m) * (I // g.block_n)
 
 
@@ -424,8 +424,9 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
         value = record[f.name]
         if f.name in ("gelu_gemm", "input_gemm"):
             value = tuple((limit, gemm(c)) for limit, c in value)
-        elif f.name == "weight_gemm":
-            value = gemm(value)
+        elif f.name == "weight_gemm":  # one configuration for every token count before 2348c63's table
+            value = ((configs.ANY_TOKENS, gemm(value)),) if isinstance(value, dict) else tuple(
+                (limit, gemm(c)) for limit, c in value)
         elif f.name == "fp16_chunk":  # one number for every token count before 6caa1d8's table
             value = ((configs.ANY_TOKENS, value),) if isinstance(value, int) else tuple(map(tuple, value))
         elif f.name == "layernorm":

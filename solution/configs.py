@@ -54,7 +54,7 @@ class LaunchPlan:
     input_gemm: tuple[tuple[int, GemmConfig], ...]  # stage 3: grad_fc1_output @ fc1_weight + grad_residual, by tokens
     # stage 4: x^T @ y over tokens, block_m x block_n tiles of x^T @ y (x: grad_residual or
     # grad_fc1_output below stage4_reads_fp32_from tokens; from there gelu_output or hidden_states)
-    weight_gemm: GemmConfig
+    weight_gemm: tuple[tuple[int, GemmConfig], ...]  # by tokens
     sum_block_r: int  # rows per step of the final column sums
     # Up to this many tokens stages 3 and 4 (both need only stages 1 and 2) run concurrently in the
     # CUDA graph, so that each fills SMs the other leaves idle; beyond, one after the other
@@ -173,7 +173,17 @@ _HOPPER = LaunchPlan(
     # to run (results/stage4_fp32_6caa1d8.json). There one pipeline serves both GEMMs: 160 KiB of
     # shared memory (3 fp32 A buffers, 4 fp16 B buffers), 207 registers on sm_90
     # (bench/compile_check.py).
-    weight_gemm=GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4),
+    # Up to 256 tokens 2 pipeline stages (64 KiB of shared memory, not 128): a tile has at most 4 K
+    # steps there, and two stage-4 programs now fit an SM beside a stage-3 one (its 135 programs: 128
+    # tiles and 7 column-sum programs, on 132 SMs). 128 tokens 18.7 vs 19.2 us, 131: 20.5 vs 21.3
+    # (stage 3 beside it 7.5 vs 8.0 us at 128 tokens); from 422 tokens no gain or a loss (422: 26.4
+    # vs 26.3, 613: 32.7 vs 31.8, 1163: 46.8 vs 44.0); 3 stages gain nothing (128 tokens 19.3), 128x256
+    # tiles on 8 warps lose (20.1) (official-style timer, 3 interleaved rounds each,
+    # results/few_tokens_plans_ab_2348c63.json, results/few_tokens_plans_ab_290b762.json).
+    weight_gemm=(
+        (256, GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=2)),
+        (ANY_TOKENS, GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4)),
+    ),
     sum_block_r=32,  # untuned (the sums read at most a few MB)
     # Stages 3 and 4 concurrent vs in order (official timer, one run, results/overlap_6a1d1d9.json):
     # 128 tokens 22.9 vs 26.2 us, 422: 28.1 vs 32.6, 1163: 43.8 vs 50.3; from 2984 tokens both

@@ -109,7 +109,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     (kept for the last few shapes: it depends on nothing else)."""
     M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
     f32, f16 = torch.float32, torch.float16
-    g2, g3, g4 = for_tokens(plan.gelu_gemm, M), for_tokens(plan.input_gemm, M), plan.weight_gemm
+    g2, g3, g4 = for_tokens(plan.gelu_gemm, M), for_tokens(plan.input_gemm, M), for_tokens(plan.weight_gemm, M)
     sms = multiprocessor_count(device)
     ln = for_tokens(plan.layernorm, M)
     row_programs = layernorm_row_programs(M, ln, sms)

@@ -238,7 +238,7 @@ def test_stage4_grid_covers_the_column_sums():
     plan = configs.PLANS["cpu"]
     for hidden, intermediate in ((512, 2048), (256, 1024)):
         call_ = describe_call(Dims(tokens=100, hidden=hidden, intermediate=intermediate, device=torch.device("cpu")), plan)
-        g = plan.weight_gemm
+        g = configs.for_tokens(plan.weight_gemm, 100)
         assert call_.launches[-1].grid == 2 * (hidden // g.block_m) * (intermediate // g.block_n) + 3 + intermediate // hidden
 
 
@@ -367,7 +367,7 @@ def test_tiles_cover_min_size():
     """No tile is wider than the smallest H and I that check_arguments accepts (a wider tile would
     leave a dimension with no tile, its outputs unwritten)."""
     for arch, plan in configs.PLANS.items():
-        for g in (plan.weight_gemm, *(c for _, c in plan.gelu_gemm + plan.input_gemm)):
+        for _, g in plan.weight_gemm + plan.gelu_gemm + plan.input_gemm:
             assert max(g.block_m, g.block_n, g.block_k) <= MIN_SIZE, (arch, g)
 
 

@@ -20,6 +20,11 @@ ran faster beside it: 7.95 -> 7.49 us at 128 tokens):
   stage 4's 71 programs take about one SM each. Predicted: stage 3 ~6 us at 128 tokens if sharing
   SMs with stage 4 is what holds it, stage 4 no faster (twice the output a program).
 
+Runs: results/few_tokens_plans_ab_2348c63.json (first five variants, 128-1163 tokens) and
+results/few_tokens_plans_ab_290b762.json (the second run's, 128-613), both with v22's plan as
+"checkout". stage4-s2 up to 256 tokens is now the plan (configs.py), so "checkout" no longer is
+v22's there; the stage-4 variants replace stage 4's whole table.
+
     PYTHONPATH=. python bench/experiments/ab_few_tokens_plans.py 128,131,422,613,1163 [VARIANT,...]   # on the GPU machine
 """
 import dataclasses
@@ -36,7 +41,7 @@ from bench.experiments.workload_case import (WORKLOAD_TOKENS, interleaved_times,
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
 from solution import configs
-from solution.configs import GemmConfig
+from solution.configs import ANY_TOKENS, GemmConfig
 from solution.ffn_backward import run_with_plan
 
 
@@ -48,16 +53,23 @@ def _input_gemm(plan: configs.LaunchPlan, up_to: int, below: int, splits: int) -
                   if below < b <= up_to else configs.for_tokens(plan.input_gemm, b)) for b in bounds)
 
 
+V22_STAGE4 = GemmConfig(128, 128, 64, 4, 4)  # stage 4 at every size in v22 (the runs' "checkout")
+
+
+def _all_tokens(gemm: GemmConfig, **changes) -> tuple:
+    return ((ANY_TOKENS, dataclasses.replace(gemm, **changes)),)
+
+
 def variants(plan: configs.LaunchPlan) -> dict[str, configs.LaunchPlan]:
-    stage4_s2 = dataclasses.replace(plan, weight_gemm=dataclasses.replace(plan.weight_gemm, num_stages=2))
+    stage4_s2 = dataclasses.replace(plan, weight_gemm=_all_tokens(V22_STAGE4, num_stages=2))
     return {
         "checkout": plan,
         "stage4-s2": stage4_s2,
         "split8": dataclasses.replace(plan, input_gemm=_input_gemm(plan, 256, 0, 8)),
         "split8+stage4-s2": dataclasses.replace(stage4_s2, input_gemm=_input_gemm(plan, 256, 0, 8)),
         "split2-mid+stage4-s2": dataclasses.replace(stage4_s2, input_gemm=_input_gemm(plan, 1024, 256, 2)),
-        "stage4-s3": dataclasses.replace(plan, weight_gemm=dataclasses.replace(plan.weight_gemm, num_stages=3)),
-        "stage4-128x256-w8-s2": dataclasses.replace(plan, weight_gemm=GemmConfig(128, 256, 64, 8, 2)),
+        "stage4-s3": dataclasses.replace(plan, weight_gemm=_all_tokens(V22_STAGE4, num_stages=3)),
+        "stage4-128x256-w8-s2": dataclasses.replace(plan, weight_gemm=_all_tokens(GemmConfig(128, 256, 64, 8, 2))),
     }
 
 

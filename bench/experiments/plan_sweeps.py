@@ -29,7 +29,7 @@ P = configs.launch_plan(dev)
 R = dataclasses.replace
 V19 = R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=8, warps=4, waves=4)),))  # v19's stage 1
 STAGE4 = {
-    "128x128x64 w4 s4 (v19)": P.weight_gemm,
+    "128x128x64 w4 s4 (v19)": GemmConfig(128, 128, 64, 4, 4),
     "128x128x64 w8 s3": GemmConfig(128, 128, 64, 8, 3),
     "64x128x64 w4 s4": GemmConfig(64, 128, 64, 4, 4),
     "128x256x64 w8 s3": GemmConfig(128, 256, 64, 8, 3),
@@ -58,7 +58,7 @@ STAGE1B = {
     "4 rows w2 waves 2": R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=4, warps=2, waves=2)),)),
 }
 SWEEPS = {"stage1b": ([128, 131, 422, 613, 1163, 2984, 7184], STAGE1B),
-          "stage4": ([2984, 17312, 131072, 1163], {k: R(P, weight_gemm=g) for k, g in STAGE4.items()}),
+          "stage4": ([2984, 17312, 131072, 1163], {k: R(P, weight_gemm=((ANY_TOKENS, g),)) for k, g in STAGE4.items()}),
           "stage1": ([128, 131, 422, 613, 1163, 2984], STAGE1)}
 out = os.path.join(os.environ.get("OUT", "."), "plan_sweeps_v19.json")
 deadline = time.monotonic() + float(os.environ.get("SWEEP_BUDGET_S", "300"))
