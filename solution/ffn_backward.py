@@ -6,7 +6,7 @@ Forward (saved tensors in brackets):
     residual_output = gelu_output @ fc2_weight^T + hidden_states
     [normalized] = (residual_output - mean) / sqrt([var] + eps);  y = normalized * ln_weight + ln_bias
 
-Backward, in four stages (M = tokens, H = 512, I = 2048):
+Backward, in four stages and the column sums (M = tokens, H = 512, I = 2048):
     1. layernorm_backward:  grad_residual (M x H) and partial sums for grad_ln_weight, grad_ln_bias,
                             grad_fc2_bias; fp16 copies of grad_residual and both weights, and
                             below configs.LaunchPlan.stage4_reads_fp32_from tokens of
@@ -17,13 +17,15 @@ Backward, in four stages (M = tokens, H = 512, I = 2048):
     4. weight_grad_gemm:    grad_fc2_weight = grad_residual^T @ gelu_output,
                             grad_fc1_weight = grad_fc1_output^T @ hidden_states (on stage 1's
                             fp16 copies below that threshold, from it on the fp32 inputs
-                            rounded to fp16 in the tiles), and the final sums
+                            rounded to fp16 in the tiles)
+    column_sums:            grad_ln_weight, grad_ln_bias, grad_fc2_bias and grad_fc1_bias from the
+                            partial sums of stages 1 and 2
 Inputs are never written; `residual_output` is not needed (the LayerNorm backward uses `normalized`).
 
 One kernel per stage, each with its own tile shape by token count (configs.py; the launches:
-launches.py). On a GPU the four run as one CUDA graph, recorded each call with its addresses and
+launches.py). On a GPU the five run as one CUDA graph, recorded each call with its addresses and
 written into the executable graph kept per shape (graph.py); stage 4 does not need stage 3, so at
-few tokens the two run concurrently. Under the Triton interpreter (CPU tensors) they run one by one.
+few tokens the two run concurrently, and the column sums run beside both. Under the Triton interpreter (CPU tensors) they run one by one.
 """
 
 from __future__ import annotations

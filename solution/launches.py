@@ -1,4 +1,4 @@
-"""What one call launches, for a shape and a plan: four kernels, their grids, the order they need,
+"""What one call launches, for a shape and a plan: five kernels, their grids, the order they need,
 and their arguments named symbolically (a caller's tensor, a workspace, a TMA view of either, eps).
 
 The description depends only on the shape, the device's SM count and the plan, never on the data,
@@ -24,9 +24,11 @@ from .configs import GemmConfig, LaunchPlan, LayerNormConfig, for_tokens, multip
 from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
+from .column_sums import column_sum_chunks, column_sums_kernel
 from .weight_grad_gemm import weight_grad_fp32_kernel, weight_grad_kernel, weight_grad_programs
 
 WORKSPACE_ALIGNMENT = 256  # bytes
+COLUMN_SUM_WARPS = 4  # as when the column sums ran inside stage 4's launch (untuned)
 
 
 @dataclass(frozen=True)
@@ -189,12 +191,17 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
             Tiles(grad_fc1_output, (g4.block_k, g4.block_m)), Tiles(hidden_states_f16, (g4.block_k, g4.block_n)))
     stage4 = Launch(
         kernel4, weight_grad_programs(H, I, g4.block_m, g4.block_n),
-        (*gemm_operands4, ln_partials, row_programs, bias_partials, bias_partial_rows,
-         grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, M),
-        dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, SUM_BLOCK_R=plan.sum_block_r),
+        (*gemm_operands4, grad_fc2_weight, grad_fc1_weight, M),
+        dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k),
         _gemm_options(g4), after=(1,) if M <= plan.overlap_stages_3_4_up_to else (2,))
+    # the column sums need stages 1 and 2 only: beside stages 3 and 4
+    column_sums = Launch(
+        column_sums_kernel, column_sum_chunks(H, I),
+        (ln_partials, row_programs, bias_partials, bias_partial_rows, grad_ln_weight, grad_ln_bias, grad_fc2_bias,
+         grad_fc1_bias),
+        dict(H=H, I=I, SUM_BLOCK_R=plan.sum_block_r), dict(num_warps=COLUMN_SUM_WARPS), after=(1,))
 
-    launches = (stage1, stage2, stage3, stage4)
+    launches = (stage1, stage2, stage3, stage4, column_sums)
     offsets, end = [], 0
     for w in workspaces:
         offsets.append(end)

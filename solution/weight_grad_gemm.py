@@ -1,4 +1,4 @@
-"""Stage 4: the weight gradients (contractions over all tokens) and the final column sums.
+"""Stage 4: the weight gradients (contractions over all tokens).
 
     grad_fc2_weight = grad_residual^T   @ gelu_output      (H x M) @ (M x I)
     grad_fc1_weight = grad_fc1_output^T @ hidden_states    (I x M) @ (M x H)
@@ -23,12 +23,10 @@ Two layouts, chosen by token count (configs.LaunchPlan.stage4_reads_fp32_from):
   run through one load/dot loop, their descriptors chosen at run time: with a loop per GEMM Triton
   gives each its own pipeline buffers, twice the shared memory (160 KiB with fp32 A buffers).
 
-Either launch holds both GEMMs and the reductions of the earlier stages' per-program partial sums:
-programs [0, T) own the tiles of grad_fc2_weight, [T, 2T) those of grad_fc1_weight (both weights have
-H x I elements, so T tiles each), and the last ones each sum one H-wide column chunk: grad_ln_weight,
-grad_ln_bias, grad_fc2_bias (from the LayerNorm partials), then the I / H chunks of grad_fc1_bias.
-Every tile loops over all tokens in a fixed order, so the result is deterministic. All GEMM operands
-are loaded by TMA.
+Either launch holds both GEMMs: programs [0, T) own the tiles of grad_fc2_weight, [T, 2T) those of
+grad_fc1_weight (both weights have H x I elements, so T tiles each); the bias and LayerNorm column
+sums are their own launch (column_sums.py). Every tile loops over all tokens in a fixed order, so the
+result is deterministic. All GEMM operands are loaded by TMA.
 """
 
 import triton
@@ -84,103 +82,48 @@ def _fp32_token_contraction(
 
 
 @triton.jit
-def _column_sum(
-    src,  # (n_rows, row_stride) fp32, the COLS columns from src on
-    row_stride,
-    n_rows,
-    dst,  # out (COLS,) fp32
-    COLS: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-):
-    cols = tl.arange(0, COLS)
-    acc = tl.zeros([COLS], dtype=tl.float32)
-    for r in range(0, n_rows, BLOCK_R):
-        rows = r + tl.arange(0, BLOCK_R)
-        block = tl.load(src + rows[:, None] * row_stride + cols[None, :], mask=(rows < n_rows)[:, None], other=0.0)
-        acc += tl.sum(block, axis=0)
-    tl.store(dst + cols, acc)
-
-
-@triton.jit
-def column_sums_chunk(
-    chunk,  # in [0, 3 + I // H)
-    ln_partials,  # (num_ln_partials, 3, H) fp32, from stage 1
-    num_ln_partials,
-    bias_partials,  # (num_bias_partials, I) fp32, from stage 2
-    num_bias_partials,
-    grad_ln_weight,  # out (H,) fp32
-    grad_ln_bias,  # out (H,) fp32
-    grad_fc2_bias,  # out (H,) fp32
-    grad_fc1_bias,  # out (I,) fp32
-    H: tl.constexpr,
-    I: tl.constexpr,
-    SUM_BLOCK_R: tl.constexpr,
-):
-    """grad_ln_weight, grad_ln_bias, grad_fc2_bias (chunks 0-2), then the H-wide chunks of grad_fc1_bias."""
-    if chunk == 0:
-        _column_sum(ln_partials, 3 * H, num_ln_partials, grad_ln_weight, H, SUM_BLOCK_R)
-    elif chunk == 1:
-        _column_sum(ln_partials + H, 3 * H, num_ln_partials, grad_ln_bias, H, SUM_BLOCK_R)
-    elif chunk == 2:
-        _column_sum(ln_partials + 2 * H, 3 * H, num_ln_partials, grad_fc2_bias, H, SUM_BLOCK_R)
-    else:
-        offset = (chunk - 3) * H
-        _column_sum(bias_partials + offset, I, num_bias_partials, grad_fc1_bias + offset, H, SUM_BLOCK_R)
-
-
-@triton.jit
 def weight_grad_kernel(
     grad_residual, gelu_output, grad_fc1_output, hidden_states,  # tensor descriptors: fp16, BLOCK_K x 128 blocks
-    ln_partials, num_ln_partials, bias_partials, num_bias_partials,
-    grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias,
+    grad_fc2_weight, grad_fc1_weight,
     M,
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK_P: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    SUM_BLOCK_R: tl.constexpr,
 ):
     """Fewer tokens: gelu_output and hidden_states are stage 1's fp16 copies."""
     pid = tl.program_id(0)
     fc2_tiles: tl.constexpr = weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q)
     if pid < fc2_tiles:
         _token_contraction(grad_residual, gelu_output, grad_fc2_weight, M, H, I, pid, BLOCK_P, BLOCK_Q, BLOCK_K)
-    elif pid < 2 * fc2_tiles:
+    elif pid < 2 * fc2_tiles:  # always, on its grid; as an `else` Triton 3.6 gives each branch's loop
+        # its own pipeline buffers (256 KiB of shared memory, over the limit: bench/compile_check.py)
         _token_contraction(grad_fc1_output, hidden_states, grad_fc1_weight, M, I, H, pid - fc2_tiles,
                            BLOCK_P, BLOCK_Q, BLOCK_K)
-    else:
-        column_sums_chunk(pid - 2 * fc2_tiles, ln_partials, num_ln_partials, bias_partials, num_bias_partials,
-                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R)
 
 
 @triton.jit
 def weight_grad_fp32_kernel(
     gelu_output, hidden_states,  # tensor descriptors: the fp32 inputs, BLOCK_K x BLOCK_P blocks
     grad_residual, grad_fc1_output,  # tensor descriptors: the fp16 workspaces, BLOCK_K x BLOCK_Q blocks
-    ln_partials, num_ln_partials, bias_partials, num_bias_partials,
-    grad_fc2_weight, grad_fc1_weight, grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias,
+    grad_fc2_weight, grad_fc1_weight,
     M,
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK_P: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    SUM_BLOCK_R: tl.constexpr,
 ):
     """More tokens: gelu_output and hidden_states are the caller's fp32 tensors (A operands)."""
     pid = tl.program_id(0)
     tiles: tl.constexpr = weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q)
-    if pid < 2 * tiles:
-        # one code path for both GEMMs (one set of pipeline buffers), operands chosen here
-        if pid < tiles:  # grad_fc2_weight^T (I x H) = gelu_output^T @ grad_residual
-            a, b, out, P, Q = gelu_output, grad_residual, grad_fc2_weight, I, H
-        else:  # grad_fc1_weight^T (H x I) = hidden_states^T @ grad_fc1_output
-            a, b, out, P, Q = hidden_states, grad_fc1_output, grad_fc1_weight, H, I
-        _fp32_token_contraction(a, b, out, M, P, Q, pid % tiles, BLOCK_P, BLOCK_Q, BLOCK_K)
-    else:
-        column_sums_chunk(pid - 2 * tiles, ln_partials, num_ln_partials, bias_partials, num_bias_partials,
-                          grad_ln_weight, grad_ln_bias, grad_fc2_bias, grad_fc1_bias, H, I, SUM_BLOCK_R)
+    # one code path for both GEMMs (one set of pipeline buffers), operands chosen here
+    if pid < tiles:  # grad_fc2_weight^T (I x H) = gelu_output^T @ grad_residual
+        a, b, out, P, Q = gelu_output, grad_residual, grad_fc2_weight, I, H
+    else:  # grad_fc1_weight^T (H x I) = hidden_states^T @ grad_fc1_output
+        a, b, out, P, Q = hidden_states, grad_fc1_output, grad_fc1_weight, H, I
+    _fp32_token_contraction(a, b, out, M, P, Q, pid % tiles, BLOCK_P, BLOCK_Q, BLOCK_K)
 
 
 @triton.constexpr_function
@@ -190,12 +133,6 @@ def weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q):
     return (H // BLOCK_P) * (I // BLOCK_Q)
 
 
-@triton.constexpr_function
-def column_sum_chunks(H, I):
-    """The 3 LayerNorm-side sums, then the I / H chunks of the FC1 bias."""
-    return 3 + I // H
-
-
 def weight_grad_programs(H: int, I: int, block_p: int, block_q: int) -> int:
-    """Grid size: both GEMMs' tiles, then the column-sum chunks."""
-    return 2 * weight_grad_tiles(H, I, block_p, block_q) + column_sum_chunks(H, I)
+    """Grid size: both GEMMs' tiles."""
+    return 2 * weight_grad_tiles(H, I, block_p, block_q)

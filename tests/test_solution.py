@@ -173,7 +173,7 @@ def test_stage3_split_k_launch(splits):
     (the unsplit kernels compile as before the split)."""
     plan = split_k_plan(torch.device("cpu"), splits)
     described = describe_call(Dims(tokens=100, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
-    stage1, _, stage3, _ = described.launches
+    stage1, _, stage3 = described.launches[:3]
     tiles = 2 * 512 // 64
     workspaces = {w.name: w for w in described.workspaces}
     assert stage3.grid == tiles * splits and stage3.constexprs["SPLITS"] == splits
@@ -215,7 +215,7 @@ def test_layernorm_launch(layernorm, device, nan_outputs, outputs_pass):
 
 def test_layernorm_launch_by_tokens():
     """Stage 1's launch follows the plan's by-token table at its bound: the row step, warps and row
-    programs of the entry the call's tokens reach; stage 4 sums as many LayerNorm partial rows."""
+    programs of the entry the call's tokens reach; the column sums add as many LayerNorm partial rows."""
     few, more = configs.LayerNormConfig(2, 2, 1), configs.LayerNormConfig(8, 4, 4)
     plan = dataclasses.replace(configs.PLANS["cpu"], layernorm=((64, few), (configs.ANY_TOKENS, more)))
     sms = configs.multiprocessor_count(torch.device("cpu"))
@@ -223,23 +223,26 @@ def test_layernorm_launch_by_tokens():
     # 64 tokens: 32 steps of 2 rows, at most 1 program an SM -> 4; 65: 9 steps of 8, at most 16 -> 9
     for tokens, expected, programs in ((64, few, 4), (65, more, 9)):
         call_ = describe_call(Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
-        stage1, stage4 = call_.launches[0], call_.launches[-1]
+        stage1, sums = call_.launches[0], call_.launches[-1]
         assert stage1.constexprs["BLOCK_M"] == expected.block_m and stage1.options["num_warps"] == expected.warps
         assert layernorm_row_programs(tokens, expected, sms) == programs
         ln_partials = next(w for w in call_.workspaces if w.name == "ln_partials")
         assert ln_partials.shape == (programs, 3, 512)
-        assert stage4.args[stage4.args.index(ln_partials) + 1] == programs  # num_ln_partials
+        assert sums.args[sums.args.index(ln_partials) + 1] == programs  # num_ln_partials
     assert layernorm_row_programs(64, few, sms) != layernorm_row_programs(64, more, sms)
 
 
-def test_stage4_grid_covers_the_column_sums():
-    """Stage 4's grid: both GEMMs' tiles, then exactly 3 + I / H column-sum programs (one per
-    H-wide slice of grad_ln_weight, grad_ln_bias, grad_fc2_bias and grad_fc1_bias)."""
+def test_grids_of_stage4_and_the_column_sums():
+    """Stage 4's grid: both GEMMs' tiles, nothing else (one wave of 128 programs at H = 512, I =
+    2048); the column sums' grid: exactly 3 + I / H programs (one per H-wide slice of grad_ln_weight,
+    grad_ln_bias, grad_fc2_bias and grad_fc1_bias)."""
     plan = configs.PLANS["cpu"]
     for hidden, intermediate in ((512, 2048), (256, 1024)):
         call_ = describe_call(Dims(tokens=100, hidden=hidden, intermediate=intermediate, device=torch.device("cpu")), plan)
         g = configs.for_tokens(plan.weight_gemm, 100)
-        assert call_.launches[-1].grid == 2 * (hidden // g.block_m) * (intermediate // g.block_n) + 3 + intermediate // hidden
+        stage4, sums = call_.launches[3], call_.launches[4]
+        assert stage4.grid == 2 * (hidden // g.block_m) * (intermediate // g.block_n)
+        assert sums.grid == 3 + intermediate // hidden
 
 
 STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.ANY_TOKENS, id="stage4-reads-fp16-copies")]
@@ -293,16 +296,17 @@ def test_unaligned_stage4_fp32_operand(name, device, nan_outputs, outputs_pass):
 @pytest.mark.parametrize("overlap, stage4_after", [(False, 2), (True, 1)], ids=["in-order", "stages-3-4-concurrent"])
 def test_stage_order(overlap, stage4_after):
     """Stage 4 waits for stage 2 only where stages 3 and 4 may run concurrently, else for stage 3;
-    every other stage waits for the one before it."""
+    the column sums wait for stage 2 (beside stages 3 and 4); every other stage waits for the one
+    before it."""
     plan = dataclasses.replace(configs.PLANS["cpu"], overlap_stages_3_4_up_to=configs.ANY_TOKENS if overlap else 0)
     call_ = describe_call(Dims(tokens=100, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
-    assert [launch.after for launch in call_.launches] == [(), (0,), (1,), (stage4_after,)]
+    assert [launch.after for launch in call_.launches] == [(), (0,), (1,), (stage4_after,), (1,)]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("overlap", [False, True], ids=["in-order", "stages-3-4-concurrent"])
 def test_launches_as_cuda_graph(overlap, device, nan_outputs, outputs_pass):
-    """The four launches as a CUDA graph, stages 3 and 4 in order or concurrent, twice in a row with
+    """The five launches as a CUDA graph, stages 3 and 4 in order or concurrent, twice in a row with
     other arguments (the second call must not reuse the first one's)."""
     plan = device_plan(device, overlap_stages_3_4_up_to=configs.ANY_TOKENS if overlap else 0)
     for seed, (batch, seq) in ((380, (2, 37)), (381, (1, 50))):

@@ -1,0 +1,83 @@
+"""A/B of two solution packages in one process: an older copy of `solution` (a directory holding
+the package, e.g. `git archive` of an earlier commit) against this checkout's, and the checkout
+under plan variants (`--variant NAME`, from VARIANTS). Official-style timer (evaluation.timer:
+cold L2, shifting addresses, median of 50, per-kernel CUPTI times), 3 interleaved rounds; every
+variant's outputs checked against the reference first (NaN-filled outputs, the workload's
+tolerance). For kernel changes, where a plan variant cannot express the difference.
+
+Session 15: the column sums as their own launch beside stages 3 and 4 (solution/column_sums.py)
+against v23, where they ran inside stage 4's grid (a second wave on Hopper); and, with them out of
+that grid, stage 1 in 2 rows on 2 warps from 2049 tokens (faster itself at 2984 tokens, 23.4 vs
+26.2 us, results/stage4_second_wave_ab_f167469.json, but with 528 partial rows to sum).
+
+    PYTHONPATH=. python bench/experiments/ab_solutions.py OLD_SOLUTION_DIR 128,2984 [--variant 2rows-from-2049]   # on the GPU machine
+"""
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+from functools import partial
+
+import torch
+
+import reference
+from bench.experiments.ab_host_path import load_run
+from bench.experiments.workload_case import outputs_of, verdicts, workload_case, workload_tokens
+from bench.gpu import require_gpu
+from evaluation.provenance import provenance
+from evaluation.timer import time_call
+from solution import configs
+from solution.configs import ANY_TOKENS, LayerNormConfig
+from solution.ffn_backward import run as checkout_run
+from solution.ffn_backward import run_with_plan
+
+
+def _two_rows_from_2049(plan: configs.LaunchPlan) -> configs.LaunchPlan:
+    kept = tuple((limit, ln) for limit, ln in plan.layernorm if limit <= 2048)
+    return dataclasses.replace(plan, layernorm=kept + ((ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4)),))
+
+
+VARIANTS = {"2rows-from-2049": _two_rows_from_2049}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old", help="a directory holding an older solution package")
+    parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
+    parser.add_argument("--variant", action="append", default=[], choices=sorted(VARIANTS))
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    if not os.path.isfile(os.path.join(args.old, "ffn_backward.py")):
+        parser.error(f"{args.old}: no ffn_backward.py there")
+    require_gpu("ab_solutions")
+    plan = configs.launch_plan(torch.device("cuda"))
+    fns = {"old": load_run(args.old), "checkout": checkout_run,
+           **{f"checkout+{v}": partial(run_with_plan, VARIANTS[v](plan)) for v in args.variant}}
+    out = os.path.join(os.environ.get("OUT", "."), "solutions_ab.json")
+    rows = []
+    for t in args.tokens:
+        w, inputs, outputs = workload_case(t)
+        expected = reference.run(*inputs)
+        correct = {name: all(v.passed for v in verdicts(outputs_of(fn, inputs, outputs), expected, w).values())
+                   for name, fn in fns.items()}
+        del expected
+        times = {name: [] for name in fns}
+        for _ in range(args.rounds):
+            for name, fn in fns.items():
+                r = time_call(fn, inputs, outputs, warmup=10, rep=50)
+                times[name].append({"us": r.median_ms * 1e3,
+                                    "kernels_us": {k: round(v * 1e3, 2) for k, v in r.activity_ms.items()}})
+        rows.append({"tokens": t, "correct": correct, **times})
+        print(t, correct, {k: round(statistics.median(x["us"] for x in v), 1) for k, v in times.items()}, flush=True)
+        with open(out, "w") as f:
+            json.dump({"provenance": provenance(f"A/B of solution packages: {args.old} ('old') vs the checkout's, "
+                                                f"variants {args.variant}; evaluation.timer.time_call (official-style), "
+                                                f"{args.rounds} interleaved rounds, median of 50 each"),
+                       "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
