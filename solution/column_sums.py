@@ -5,11 +5,11 @@ per-program partial sums, in a fixed order (deterministic).
     grad_fc2_bias = sum_p ln_partials[p, 2]    (stage 1's row programs p)
     grad_fc1_bias = sum_r bias_partials[r]     (stage 2's row tiles r)
 
-One program per H-wide column chunk: chunks 0-2 the three LayerNorm-side sums, then the I / H
-chunks of grad_fc1_bias. Its own launch, after stage 2 and beside stages 3 and 4: inside stage 4's
-grid these few programs came after its 128 tile programs, one 128 KiB program an SM on 132 SMs, so
-3 of them waited for a tile to finish (a second wave) and then summed up to 528 partial rows
-serially (bench/experiments/ab_stage4_second_wave.py).
+One program per COLS-wide column slice (the three LayerNorm-side sums, then grad_fc1_bias), each
+summing its slice over all partial rows in order, SUM_BLOCK_R rows a step. Its own launch, after
+stage 2 and beside stages 3 and 4: inside stage 4's grid these programs came after its 128 tile
+programs, one 128 KiB program an SM on 132 SMs, so 3 of them waited for a tile to finish (a second
+wave) and then summed up to 528 partial rows serially (bench/experiments/ab_stage4_second_wave.py).
 """
 
 import triton
@@ -25,13 +25,15 @@ def _column_sum(
     COLS: tl.constexpr,
     BLOCK_R: tl.constexpr,
 ):
+    """dst = the column sums of src's first n_rows rows: rows r, r + BLOCK_R, ... summed in order into
+    accumulator row r % BLOCK_R (independent adds: a step's loads all in flight at once, not one
+    reduction after another), then the BLOCK_R accumulator rows summed in a fixed order."""
     cols = tl.arange(0, COLS)
-    acc = tl.zeros([COLS], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_R, COLS], dtype=tl.float32)
     for r in range(0, n_rows, BLOCK_R):
         rows = r + tl.arange(0, BLOCK_R)
-        block = tl.load(src + rows[:, None] * row_stride + cols[None, :], mask=(rows < n_rows)[:, None], other=0.0)
-        acc += tl.sum(block, axis=0)
-    tl.store(dst + cols, acc)
+        acc += tl.load(src + rows[:, None] * row_stride + cols[None, :], mask=(rows < n_rows)[:, None], other=0.0)
+    tl.store(dst + cols, tl.sum(acc, axis=0))
 
 
 @triton.jit
@@ -46,22 +48,23 @@ def column_sums_kernel(
     grad_fc1_bias,  # out (I,) fp32
     H: tl.constexpr,
     I: tl.constexpr,
+    COLS: tl.constexpr,  # columns a program sums
     SUM_BLOCK_R: tl.constexpr,
 ):
-    """Program `chunk` in [0, column_sum_chunks(H, I)): grad_ln_weight, grad_ln_bias, grad_fc2_bias
-    (chunks 0-2), then the H-wide chunks of grad_fc1_bias."""
-    chunk = tl.program_id(0)
-    if chunk == 0:
-        _column_sum(ln_partials, 3 * H, num_ln_partials, grad_ln_weight, H, SUM_BLOCK_R)
-    elif chunk == 1:
-        _column_sum(ln_partials + H, 3 * H, num_ln_partials, grad_ln_bias, H, SUM_BLOCK_R)
-    elif chunk == 2:
-        _column_sum(ln_partials + 2 * H, 3 * H, num_ln_partials, grad_fc2_bias, H, SUM_BLOCK_R)
+    """Program p in [0, column_sum_programs(H, I, COLS)): a COLS-wide slice of grad_ln_weight,
+    grad_ln_bias, grad_fc2_bias (the first 3 * H / COLS programs, in that order), then of
+    grad_fc1_bias."""
+    p = tl.program_id(0)
+    ln_slices: tl.constexpr = H // COLS
+    if p < 3 * ln_slices:
+        which, col = p // ln_slices, (p % ln_slices) * COLS
+        dst = tl.where(which == 0, grad_ln_weight, tl.where(which == 1, grad_ln_bias, grad_fc2_bias))
+        _column_sum(ln_partials + which * H + col, 3 * H, num_ln_partials, dst + col, COLS, SUM_BLOCK_R)
     else:
-        offset = (chunk - 3) * H
-        _column_sum(bias_partials + offset, I, num_bias_partials, grad_fc1_bias + offset, H, SUM_BLOCK_R)
+        col = (p - 3 * ln_slices) * COLS
+        _column_sum(bias_partials + col, I, num_bias_partials, grad_fc1_bias + col, COLS, SUM_BLOCK_R)
 
 
-def column_sum_chunks(H: int, I: int) -> int:
-    """Grid size: the 3 LayerNorm-side sums, then the I / H chunks of the FC1 bias."""
-    return 3 + I // H
+def column_sum_programs(H: int, I: int, cols: int) -> int:
+    """Grid size: COLS-wide slices of the 3 LayerNorm-side sums, then of the FC1 bias."""
+    return (3 * H + I) // cols

@@ -184,7 +184,7 @@ _HOPPER = LaunchPlan(
         (256, GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=2)),
         (ANY_TOKENS, GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4)),
     ),
-    sum_block_r=32,  # untuned (the sums read at most a few MB)
+    sum_block_r=64,  # rows a step of the column sums (launches.py: COLUMN_SUM_COLS); untuned
     # Stages 3 and 4 concurrent vs in order (official timer, one run, results/overlap_6a1d1d9.json):
     # 128 tokens 22.9 vs 26.2 us, 422: 28.1 vs 32.6, 1163: 43.8 vs 50.3; from 2984 tokens both
     # kernels fill the GPU and in order is as fast or faster (2984: 94.4 vs 92.4, 7184: 192.7 vs

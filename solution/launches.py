@@ -24,11 +24,15 @@ from .configs import GemmConfig, LaunchPlan, LayerNormConfig, for_tokens, multip
 from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
-from .column_sums import column_sum_chunks, column_sums_kernel
+from .column_sums import column_sum_programs, column_sums_kernel
 from .weight_grad_gemm import weight_grad_fp32_kernel, weight_grad_kernel, weight_grad_programs
 
 WORKSPACE_ALIGNMENT = 256  # bytes
-COLUMN_SUM_WARPS = 4  # as when the column sums ran inside stage 4's launch (untuned)
+# The column sums: 128-column slices on 4 warps, 64 rows a step (configs: sum_block_r), 64 floats a
+# thread in flight. H-wide slices of 32 rows, as when they ran inside stage 4 (164 registers there),
+# compiled alone to 32 registers with spills and ran at ~8 GB/s a program: 533 us at 131072 tokens,
+# 68.5 at 2984 (results/solutions_ab_2725fef.json)
+COLUMN_SUM_COLS, COLUMN_SUM_WARPS = 128, 4
 
 
 @dataclass(frozen=True)
@@ -196,10 +200,11 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         _gemm_options(g4), after=(1,) if M <= plan.overlap_stages_3_4_up_to else (2,))
     # the column sums need stages 1 and 2 only: beside stages 3 and 4
     column_sums = Launch(
-        column_sums_kernel, column_sum_chunks(H, I),
+        column_sums_kernel, column_sum_programs(H, I, COLUMN_SUM_COLS),
         (ln_partials, row_programs, bias_partials, bias_partial_rows, grad_ln_weight, grad_ln_bias, grad_fc2_bias,
          grad_fc1_bias),
-        dict(H=H, I=I, SUM_BLOCK_R=plan.sum_block_r), dict(num_warps=COLUMN_SUM_WARPS), after=(1,))
+        dict(H=H, I=I, COLS=COLUMN_SUM_COLS, SUM_BLOCK_R=plan.sum_block_r), dict(num_warps=COLUMN_SUM_WARPS),
+        after=(1,))
 
     launches = (stage1, stage2, stage3, stage4, column_sums)
     offsets, end = [], 0

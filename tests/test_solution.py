@@ -234,15 +234,15 @@ def test_layernorm_launch_by_tokens():
 
 def test_grids_of_stage4_and_the_column_sums():
     """Stage 4's grid: both GEMMs' tiles, nothing else (one wave of 128 programs at H = 512, I =
-    2048); the column sums' grid: exactly 3 + I / H programs (one per H-wide slice of grad_ln_weight,
-    grad_ln_bias, grad_fc2_bias and grad_fc1_bias)."""
+    2048); the column sums' grid: one program per COLS-wide slice of grad_ln_weight, grad_ln_bias,
+    grad_fc2_bias and grad_fc1_bias, exactly."""
     plan = configs.PLANS["cpu"]
     for hidden, intermediate in ((512, 2048), (256, 1024)):
         call_ = describe_call(Dims(tokens=100, hidden=hidden, intermediate=intermediate, device=torch.device("cpu")), plan)
         g = configs.for_tokens(plan.weight_gemm, 100)
         stage4, sums = call_.launches[3], call_.launches[4]
         assert stage4.grid == 2 * (hidden // g.block_m) * (intermediate // g.block_n)
-        assert sums.grid == 3 + intermediate // hidden
+        assert sums.grid * sums.constexprs["COLS"] == 3 * hidden + intermediate
 
 
 STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.ANY_TOKENS, id="stage4-reads-fp16-copies")]
