@@ -184,7 +184,7 @@ _HOPPER = LaunchPlan(
         (256, GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=2)),
         (ANY_TOKENS, GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4)),
     ),
-    sum_block_r=64,  # rows a step of the column sums (launches.py: COLUMN_SUM_COLS); untuned
+    sum_block_r=256,  # rows a step of the column sums (launches.py: COLUMN_SUM_COLS, the measurements)
     # Stages 3 and 4 concurrent vs in order (official timer, one run, results/overlap_6a1d1d9.json):
     # 128 tokens 22.9 vs 26.2 us, 422: 28.1 vs 32.6, 1163: 43.8 vs 50.3; from 2984 tokens both
     # kernels fill the GPU and in order is as fast or faster (2984: 94.4 vs 92.4, 7184: 192.7 vs
@@ -213,7 +213,7 @@ _HOPPER = LaunchPlan(
 # results/stage4_fp32_6caa1d8.json); the tile above passed every check there, but is not race-free
 # by construction. So on sm_90 stage 4 reads stage 1's fp16 copies at every size (weight_grad_kernel:
 # both operands in shared memory), with stage 1 from 1025 tokens as measured with the copies (8 rows on
-# 4 warps to 2048 tokens, 4 rows on 2 warps to 4096, 2 rows on 2 warps beyond: below). From 2049
+# 4 warps to 2048 tokens, 2 rows on 2 warps beyond: below). From 2049
 # tokens v21's plan was v18's configuration (results/eval_446f215.json), except that from 16384
 # tokens stage 1, not stage 2, rounds gelu_output (slower: 3108 vs 3042 us at 131072
 # tokens, results/gelu_copy_6147b7f.json). Against the fp32 layout in one A/B
@@ -230,7 +230,7 @@ _HOPPER = LaunchPlan(
 # (3092: 96.5 / 98.7 / 100.4, 3602: 111.2 / 110.7 / 112.8, 6824: 186.0 / 180.3 / 185.2,
 # results/hopper_layernorm_boundary_ab_bd82898.json). At 2984 the 2-row stage 1 is faster (23.4 vs
 # 26.6 us) but stage 4 slower (29.1 vs 23.0: it sums 528 LayerNorm partial rows instead of 373).
-# From 2049 to 4096 tokens 4 rows on 2 warps, at most 2 programs an SM (264 partial rows):
+# v22-v23, from 2049 to 4096 tokens 4 rows on 2 warps, at most 2 programs an SM (264 partial rows):
 # against 8 rows on 4 warps, 2 rows on 2 warps (x4, x2) and 4 rows on 4 warps (3 interleaved
 # rounds, results/hopper_layernorm_launches_ab_7dc1e32.json): 2984 tokens 92.5 vs 93.5 / 97.1 /
 # 93.3 / 102.5 us; 3602: 110.4 vs 111.0 / 110.6 / 110.1 / 117.9; 3092: 94.8 vs 96.7 (8 rows,
@@ -238,11 +238,16 @@ _HOPPER = LaunchPlan(
 # 187.3 vs 188.8 (4 rows x2) and 194.9 (2 rows x2); 131072 2941 vs 2964 and 3095. At 1163 tokens
 # 8 rows on 4 warps stay ahead of 4 rows x2, 2 rows x1 / x2, 4 rows x1 and 8 rows x1 (44.0 vs
 # 45.6-49.7 us; at 2984 4 rows x2 again first, 91.3 vs 92.5: results/hopper_layernorm_1163_ab_565d98d.json).
+# v24: with the column sums in their own launch (launches.py), stage 4's grid is its 128 tiles and
+# the partial rows of 2 rows on 2 warps no longer cost it a second wave: from 2049 tokens 2 rows on
+# 2 warps again, 4 programs an SM. Against v23's 4 rows x2 there (and v23's stage 4 with the sums in
+# its grid; official-style timer, 3 interleaved rounds, results/solutions_ab_d964b83.json): 2984
+# tokens 89.2 vs 91.6 us, 3092: 91.2 vs 94.0, 3602: 105.5 vs 109.8; the column sums in their own
+# launch alone (4 rows x2 kept) moved no workload by more than 0.3 us up to 7184 tokens.
 _HOPPER_SHARED_OPERANDS = replace(
     _HOPPER,
     stage4_reads_fp32_from=ANY_TOKENS,
     layernorm=(_HOPPER.layernorm[0], (2048, LayerNormConfig(block_m=8, warps=4, waves=4)),
-               (4096, LayerNormConfig(block_m=4, warps=2, waves=2)),
                (ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4))),
 )
 

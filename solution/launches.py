@@ -28,11 +28,14 @@ from .column_sums import column_sum_programs, column_sums_kernel
 from .weight_grad_gemm import weight_grad_fp32_kernel, weight_grad_kernel, weight_grad_programs
 
 WORKSPACE_ALIGNMENT = 256  # bytes
-# The column sums: 128-column slices on 4 warps, 64 rows a step (configs: sum_block_r), 64 floats a
-# thread in flight. H-wide slices of 32 rows, as when they ran inside stage 4 (164 registers there),
-# compiled alone to 32 registers with spills and ran at ~8 GB/s a program: 533 us at 131072 tokens,
-# 68.5 at 2984 (results/solutions_ab_2725fef.json)
-COLUMN_SUM_COLS, COLUMN_SUM_WARPS = 128, 4
+# The column sums: 32-column slices (112 programs) on 4 warps, 256 rows a step (configs:
+# sum_block_r), 64 floats a thread in flight. Beside stage 3 a step took ~4 us whatever its size
+# (latency under load), so the fewer steps the better: 128-column slices of 64 rows took 36 us at
+# 2984 tokens with 528 LayerNorm partial rows (longer than stage 3), 116 us at 131072
+# (results/solutions_ab_d964b83.json); H-wide slices of 32 rows, as when they ran inside stage 4,
+# compiled alone to 32 registers with spills: 68.5 us at 2984 tokens, 533 at 131072
+# (results/solutions_ab_2725fef.json).
+COLUMN_SUM_COLS, COLUMN_SUM_WARPS = 32, 4
 
 
 @dataclass(frozen=True)
