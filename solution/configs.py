@@ -243,7 +243,8 @@ _HOPPER = LaunchPlan(
 # 2 warps again, 4 programs an SM. Against v23's 4 rows x2 there (and v23's stage 4 with the sums in
 # its grid; official-style timer, 3 interleaved rounds, results/solutions_ab_d964b83.json): 2984
 # tokens 89.2 vs 91.6 us, 3092: 91.2 vs 94.0, 3602: 105.5 vs 109.8; the column sums in their own
-# launch alone (4 rows x2 kept) moved no workload by more than 0.3 us up to 7184 tokens.
+# launch alone (4 rows x2 kept) moved no workload by more than 0.3 us up to 7184 tokens. With the
+# shipped sums (results/solutions_ab_ef24336.json): 2984 89.9 vs 92.6, 3602 107.3 vs 110.6.
 _HOPPER_SHARED_OPERANDS = replace(
     _HOPPER,
     stage4_reads_fp32_from=ANY_TOKENS,
