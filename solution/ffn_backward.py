@@ -25,7 +25,8 @@ Inputs are never written; `residual_output` is not needed (the LayerNorm backwar
 One kernel per stage, each with its own tile shape by token count (configs.py; the launches:
 launches.py). On a GPU the five run as one CUDA graph, recorded each call with its addresses and
 written into the executable graph kept per shape (graph.py); stage 4 does not need stage 3, so at
-few tokens the two run concurrently, and the column sums run beside both. Under the Triton interpreter (CPU tensors) they run one by one.
+few tokens the two run concurrently, and the column sums run beside both. Under the Triton
+interpreter (CPU tensors) they run one by one.
 """
 
 from __future__ import annotations

@@ -20,11 +20,11 @@ import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .arguments import Dims
+from .column_sums import column_sum_programs, column_sums_kernel
 from .configs import GemmConfig, LaunchPlan, LayerNormConfig, for_tokens, multiprocessor_count
 from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
-from .column_sums import column_sum_programs, column_sums_kernel
 from .weight_grad_gemm import weight_grad_fp32_kernel, weight_grad_kernel, weight_grad_programs
 
 WORKSPACE_ALIGNMENT = 256  # bytes
