@@ -70,3 +70,23 @@ def test_experiments_workload_tokens():
     for bad in ("5", "2984,", "x", ""):
         with pytest.raises(ValueError):
             workload_tokens(bad)
+
+
+def test_experiments_write_their_results_file_after_each_token_count(tmp_path):
+    """measure_each rewrites the results file after every token count: a run cut short (here, by an
+    error at the second count) keeps the rows it measured, under the header's fields."""
+    import json
+
+    from bench.experiments.workload_case import measure_each
+
+    out = tmp_path / "ab.json"
+
+    def measure(tokens: int) -> dict:
+        if tokens == 131:
+            raise RuntimeError("cut short")
+        return {"tokens": tokens, "correct": {"a": True}, "a": [{"us": 1.25, "kernels_us": {}}]}
+
+    with pytest.raises(RuntimeError, match="cut short"):
+        measure_each([128, 131], measure, str(out), {"provenance": {"method": "test"}})
+    written = json.loads(out.read_text())
+    assert written["provenance"] == {"method": "test"} and [r["tokens"] for r in written["rows"]] == [128]

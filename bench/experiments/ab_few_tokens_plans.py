@@ -28,21 +28,17 @@ v22's there; the stage-4 variants replace stage 4's whole table.
     PYTHONPATH=. python bench/experiments/ab_few_tokens_plans.py 128,131,422,613,1163 [VARIANT,...]   # on the GPU machine
 """
 import dataclasses
-import json
 import os
 import sys
-from functools import partial
 
 import torch
 
-import reference
-from bench.experiments.workload_case import (WORKLOAD_TOKENS, interleaved_times, outputs_of, verdicts, workload_case,
+from bench.experiments.workload_case import (WORKLOAD_TOKENS, checked_and_timed, measure_each, plan_runs,
                                               workload_tokens)
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import ANY_TOKENS, GemmConfig
-from solution.ffn_backward import run_with_plan
 
 
 def _input_gemm(plan: configs.LaunchPlan, up_to: int, below: int, splits: int) -> tuple:
@@ -73,16 +69,6 @@ def variants(plan: configs.LaunchPlan) -> dict[str, configs.LaunchPlan]:
     }
 
 
-def measure(tokens: int, plans: dict[str, configs.LaunchPlan]) -> dict:
-    w, inputs, outputs = workload_case(tokens)
-    expected = reference.run(*inputs)
-    correct = {name: all(v.passed for v in verdicts(outputs_of(partial(run_with_plan, plan), inputs, outputs),
-                                                     expected, w).values())
-               for name, plan in plans.items()}
-    del expected
-    return {"tokens": tokens, "correct": correct, **interleaved_times(plans, inputs, outputs)}
-
-
 def main(argv: list[str]) -> int:
     try:
         tokens = workload_tokens(argv[0])
@@ -99,15 +85,11 @@ def main(argv: list[str]) -> int:
             return 2
         plans = {n: p for n, p in plans.items() if n == "checkout" or n in argv[1].split(",")}
     out = os.path.join(os.environ.get("OUT", "."), "few_tokens_plans_ab.json")
-    rows = []
-    for t in tokens:
-        rows.append(measure(t, plans))
-        print(t, rows[-1]["correct"], {k: [round(x["us"], 1) for x in rows[-1][k]] for k in plans}, flush=True)
-        with open(out, "w") as f:  # rewritten after each token count
-            json.dump({"provenance": provenance("A/B of few-token plan variants (stage 4 pipeline depth, stage 3 K "
-                                                "split); evaluation.timer.time_call (official-style), 3 interleaved "
-                                                "rounds, median of 50 each"),
-                       "plans": {k: dataclasses.asdict(p) for k, p in plans.items()}, "rows": rows}, f, indent=1)
+    measure_each(tokens, lambda t: checked_and_timed(t, plan_runs(plans)), out, {
+        "provenance": provenance("A/B of few-token plan variants (stage 4 pipeline depth, stage 3 K split); "
+                                 "evaluation.timer.time_call (official-style), 3 interleaved rounds, median of 50 "
+                                 "each"),
+        "plans": {k: dataclasses.asdict(p) for k, p in plans.items()}})
     return 0
 
 

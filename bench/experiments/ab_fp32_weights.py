@@ -32,7 +32,6 @@ bench/experiments/ab_fp32_weights.patch`, then `python submit.py`). Kept here as
 measurement.
 """
 import dataclasses
-import json
 import os
 import sys
 from functools import partial
@@ -40,8 +39,8 @@ from functools import partial
 import torch
 
 import reference
-from bench.experiments.workload_case import (WORKLOAD_TOKENS, interleaved_times, outputs_of, verdicts, workload_case,
-                                              workload_tokens)
+from bench.experiments.workload_case import (WORKLOAD_TOKENS, interleaved_times, measure_each, outputs_of, plan_runs,
+                                              verdicts, workload_case, workload_tokens)
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
 from solution import configs
@@ -77,7 +76,7 @@ def measure(tokens: int, plans: dict[str, configs.LaunchPlan]) -> dict:
     del expected
     correct = {name: all(v.passed for v in c.values()) for name, c in checks.items()}
     failures = {name: {n: str(v)[:160] for n, v in c.items() if not v.passed} for name, c in checks.items()}
-    times = interleaved_times(plans, inputs, outputs, ROUNDS)
+    times = interleaved_times(plan_runs(plans), inputs, outputs, ROUNDS)
     return {"tokens": tokens, "correct": correct, "bit_identical_repeats": repeatable, "failures": failures, **times}
 
 
@@ -90,17 +89,12 @@ def main(argv: list[str]) -> int:
     require_gpu("ab_fp32_weights")
     plans = variants()
     out = os.path.join(os.environ.get("OUT", "."), "fp32_weights_ab.json")
-    rows = []
-    for t in tokens:
-        rows.append(measure(t, plans))
-        print(t, rows[-1]["correct"], rows[-1]["bit_identical_repeats"],
-              {k: [round(x["us"], 1) for x in rows[-1][k]] for k in plans}, flush=True)
-        with open(out, "w") as f:  # rewritten after each token count
-            json.dump({"provenance": provenance(
-                "A/B at few tokens: stages 2 and 3 on the fp32 weights, and programmatic launch of stages 2-4, vs "
-                "Hopper's v21 plan; evaluation.timer.time_call (official-style), 3 interleaved rounds, median of 50 "
-                "each; outputs checked and 5 repeats compared bit for bit"),
-                "plans": {k: dataclasses.asdict(p) for k, p in plans.items()}, "rows": rows}, f, indent=1)
+    measure_each(tokens, lambda t: measure(t, plans), out, {
+        "provenance": provenance(
+            "A/B at few tokens: stages 2 and 3 on the fp32 weights, and programmatic launch of stages 2-4, vs "
+            "Hopper's v21 plan; evaluation.timer.time_call (official-style), 3 interleaved rounds, median of 50 "
+            "each; outputs checked and 5 repeats compared bit for bit"),
+        "plans": {k: dataclasses.asdict(p) for k, p in plans.items()}})
     return 0
 
 

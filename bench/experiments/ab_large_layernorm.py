@@ -15,22 +15,18 @@ programs an SM at most), e.g. `2rows-w2-x2` (fewer row programs: stage 4 sums fe
     PYTHONPATH=. python bench/experiments/ab_large_layernorm.py 69568,131072 [BEYOND [LAUNCH,...]]   # on the GPU machine
 """
 import dataclasses
-import json
 import os
 import re
 import sys
-from functools import partial
 
 import torch
 
-import reference
-from bench.experiments.workload_case import (WORKLOAD_TOKENS, interleaved_times, outputs_of, verdicts, workload_case,
+from bench.experiments.workload_case import (WORKLOAD_TOKENS, checked_and_timed, measure_each, plan_runs,
                                               workload_tokens)
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import ANY_TOKENS, LayerNormConfig
-from solution.ffn_backward import run_with_plan
 
 BEYOND = 32768  # the variants' launches hold from this many tokens + 1 (default)
 LAUNCHES = {"8rows-w4-x4": LayerNormConfig(8, 4, 4), "2rows-w2-x4": LayerNormConfig(2, 2, 4),
@@ -53,17 +49,6 @@ def variants(plan: configs.LaunchPlan, beyond: int = BEYOND,
     return {name: dataclasses.replace(plan, layernorm=below + upto + ((ANY_TOKENS, ln),)) for name, ln in launches.items()}
 
 
-def measure(tokens: int, plans: dict[str, configs.LaunchPlan]) -> dict:
-    w, inputs, outputs = workload_case(tokens)
-    expected = reference.run(*inputs)
-    correct = {name: all(v.passed for v in verdicts(outputs_of(partial(run_with_plan, plan), inputs, outputs),
-                                                     expected, w).values())
-               for name, plan in plans.items()}
-    del expected
-    times = interleaved_times(plans, inputs, outputs)
-    return {"tokens": tokens, "correct": correct, **times}
-
-
 def main(argv: list[str]) -> int:
     try:
         tokens = workload_tokens(argv[0])
@@ -78,14 +63,10 @@ def main(argv: list[str]) -> int:
     require_gpu("ab_large_layernorm")
     plans = variants(configs.launch_plan(torch.device("cuda")), beyond, launches)
     out = os.path.join(os.environ.get("OUT", "."), "large_layernorm_ab.json")
-    rows = []
-    for t in tokens:
-        rows.append(measure(t, plans))
-        print(t, rows[-1]["correct"], {k: [round(x["us"], 1) for x in rows[-1][k]] for k in plans}, flush=True)
-        with open(out, "w") as f:  # rewritten after each token count
-            json.dump({"provenance": provenance(f"A/B of stage 1's launch beyond {beyond} tokens; evaluation.timer.time_call "
-                                                "(official-style), 3 interleaved rounds, median of 50 each"),
-                       "plans": {k: dataclasses.asdict(p) for k, p in plans.items()}, "rows": rows}, f, indent=1)
+    measure_each(tokens, lambda t: checked_and_timed(t, plan_runs(plans)), out, {
+        "provenance": provenance(f"A/B of stage 1's launch beyond {beyond} tokens; evaluation.timer.time_call "
+                                 "(official-style), 3 interleaved rounds, median of 50 each"),
+        "plans": {k: dataclasses.asdict(p) for k, p in plans.items()}})
     return 0
 
 

@@ -14,20 +14,16 @@ that grid, stage 1 in 2 rows on 2 warps from 2049 tokens (faster itself at 2984 
 """
 import argparse
 import dataclasses
-import json
 import os
-import statistics
 import sys
 from functools import partial
 
 import torch
 
-import reference
 from bench.experiments.ab_host_path import load_run
-from bench.experiments.workload_case import outputs_of, verdicts, workload_case, workload_tokens
+from bench.experiments.workload_case import checked_and_timed, measure_each, workload_tokens
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
-from evaluation.timer import time_call
 from solution import configs
 from solution.configs import ANY_TOKENS, LayerNormConfig
 from solution.ffn_backward import run as checkout_run
@@ -56,26 +52,10 @@ def main(argv: list[str]) -> int:
     fns = {"old": load_run(args.old), "checkout": checkout_run,
            **{f"checkout+{v}": partial(run_with_plan, VARIANTS[v](plan)) for v in args.variant}}
     out = os.path.join(os.environ.get("OUT", "."), "solutions_ab.json")
-    rows = []
-    for t in args.tokens:
-        w, inputs, outputs = workload_case(t)
-        expected = reference.run(*inputs)
-        correct = {name: all(v.passed for v in verdicts(outputs_of(fn, inputs, outputs), expected, w).values())
-                   for name, fn in fns.items()}
-        del expected
-        times = {name: [] for name in fns}
-        for _ in range(args.rounds):
-            for name, fn in fns.items():
-                r = time_call(fn, inputs, outputs, warmup=10, rep=50)
-                times[name].append({"us": r.median_ms * 1e3,
-                                    "kernels_us": {k: round(v * 1e3, 2) for k, v in r.activity_ms.items()}})
-        rows.append({"tokens": t, "correct": correct, **times})
-        print(t, correct, {k: round(statistics.median(x["us"] for x in v), 1) for k, v in times.items()}, flush=True)
-        with open(out, "w") as f:
-            json.dump({"provenance": provenance(f"A/B of solution packages: {args.old} ('old') vs the checkout's, "
-                                                f"variants {args.variant}; evaluation.timer.time_call (official-style), "
-                                                f"{args.rounds} interleaved rounds, median of 50 each"),
-                       "rows": rows}, f, indent=1)
+    measure_each(args.tokens, lambda t: checked_and_timed(t, fns, args.rounds), out, {
+        "provenance": provenance(f"A/B of solution packages: {args.old} ('old') vs the checkout's, variants "
+                                 f"{args.variant}; evaluation.timer.time_call (official-style), {args.rounds} "
+                                 "interleaved rounds, median of 50 each")})
     return 0
 
 

@@ -19,21 +19,17 @@ checked against the reference first.
     PYTHONPATH=. python bench/experiments/ab_stage4_operand_b.py 2984,17312,131072   # on the GPU machine
 """
 import dataclasses
-import json
 import os
 import sys
-from functools import partial
 
 import torch
 
-import reference
-from bench.experiments.workload_case import (WORKLOAD_TOKENS, interleaved_times, outputs_of, verdicts, workload_case,
+from bench.experiments.workload_case import (WORKLOAD_TOKENS, checked_and_timed, measure_each, plan_runs,
                                               workload_tokens)
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import GemmConfig
-from solution.ffn_backward import run_with_plan
 
 TILES = {  # (BLOCK_P fp32 side, BLOCK_Q fp16 side, BLOCK_K, warps, stages); shared memory on sm_90
     "b-128x128x64-w4-s4": GemmConfig(128, 128, 64, 4, 4),  # 176 KiB, 210 registers
@@ -48,18 +44,6 @@ def variants() -> dict[str, configs.LaunchPlan]:
     return {"v21": shipped, **{name: dataclasses.replace(configs.PLANS["sm_100"], weight_gemm=((configs.ANY_TOKENS, g),)) for name, g in TILES.items()}}
 
 
-def measure(tokens: int, plans: dict[str, configs.LaunchPlan]) -> dict:
-    w, inputs, outputs = workload_case(tokens)
-    expected = reference.run(*inputs)
-    checks = {name: verdicts(outputs_of(partial(run_with_plan, plan), inputs, outputs), expected, w)
-              for name, plan in plans.items()}
-    del expected
-    correct = {name: all(v.passed for v in c.values()) for name, c in checks.items()}
-    failures = {name: {n: str(v)[:160] for n, v in c.items() if not v.passed} for name, c in checks.items()}
-    times = interleaved_times(plans, inputs, outputs)
-    return {"tokens": tokens, "correct": correct, "failures": failures, **times}
-
-
 def main(argv: list[str]) -> int:
     try:
         tokens = workload_tokens(argv[0])
@@ -69,14 +53,10 @@ def main(argv: list[str]) -> int:
     require_gpu("ab_stage4_operand_b")
     plans = variants()
     out = os.path.join(os.environ.get("OUT", "."), "stage4_operand_b_ab.json")
-    rows = []
-    for t in tokens:
-        rows.append(measure(t, plans))
-        print(t, rows[-1]["correct"], {k: [round(x["us"], 1) for x in rows[-1][k]] for k in plans}, flush=True)
-        with open(out, "w") as f:  # rewritten after each token count
-            json.dump({"provenance": provenance("A/B of stage 4 with the rounded fp32 tile as wgmma's B operand vs "
-                                                "Hopper's v21 plan; evaluation.timer.time_call (official-style), 3 "
-                                                "interleaved rounds, median of 50 each"), "rows": rows}, f, indent=1)
+    measure_each(tokens, lambda t: checked_and_timed(t, plan_runs(plans)), out, {
+        "provenance": provenance("A/B of stage 4 with the rounded fp32 tile as wgmma's B operand vs Hopper's v21 "
+                                 "plan; evaluation.timer.time_call (official-style), 3 interleaved rounds, median of "
+                                 "50 each")})
     return 0
 
 

@@ -1,10 +1,12 @@
 """What the A/B and sweep scripts in bench/experiments share: an official workload's inputs and
 output tensors, a variant's outputs written into NaN-filled tensors (an element it leaves unwritten
-fails the check), the official check of each output, the token counts a script is asked for, and the
-variants timed in interleaved rounds."""
+fails the check), the official check of each output, the token counts a script is asked for, the
+variants checked and timed in interleaved rounds, and the loop over token counts that writes the
+results file as it goes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from functools import partial
 
@@ -23,18 +25,50 @@ def workload_tokens(arg: str) -> list[int]:
     return tokens
 
 
-def interleaved_times(plans: dict, inputs: list, outputs: list[torch.Tensor], rounds: int = 3) -> dict[str, list[dict]]:
-    """Each plan timed `rounds` times, every plan once a round (official-style timer: 10 warm-up calls,
-    median of 50): per plan a list of {"us": the call, "kernels_us": each kernel's CUPTI time}."""
-    from evaluation.timer import time_call
+def plan_runs(plans: dict) -> dict[str, Callable]:
+    """Each launch plan as a call of the checkout's solution under it."""
     from solution.ffn_backward import run_with_plan
 
-    times = {name: [] for name in plans}
+    return {name: partial(run_with_plan, plan) for name, plan in plans.items()}
+
+
+def interleaved_times(fns: dict[str, Callable], inputs: list, outputs: list[torch.Tensor], rounds: int = 3) -> dict[str, list[dict]]:
+    """Each variant (a callable taking run's arguments) timed `rounds` times, every variant once a round
+    (official-style timer: 10 warm-up calls, median of 50): per variant a list of {"us": the call,
+    "kernels_us": each kernel's CUPTI time}."""
+    from evaluation.timer import time_call
+
+    times = {name: [] for name in fns}
     for _ in range(rounds):
-        for name, plan in plans.items():
-            r = time_call(partial(run_with_plan, plan), inputs, outputs, warmup=10, rep=50)
+        for name, fn in fns.items():
+            r = time_call(fn, inputs, outputs, warmup=10, rep=50)
             times[name].append({"us": r.median_ms * 1e3, "kernels_us": {k: round(v * 1e3, 2) for k, v in r.activity_ms.items()}})
     return times
+
+
+def checked_and_timed(tokens: int, fns: dict[str, Callable], rounds: int = 3) -> dict:
+    """One A/B row: every variant's outputs checked against the reference on the workload with `tokens`
+    tokens ("correct", and what failed), then the variants timed in interleaved rounds."""
+    w, inputs, outputs = workload_case(tokens)
+    expected = reference.run(*inputs)
+    checks = {name: verdicts(outputs_of(fn, inputs, outputs), expected, w) for name, fn in fns.items()}
+    del expected
+    return {"tokens": tokens, "correct": {name: all(v.passed for v in c.values()) for name, c in checks.items()},
+            "failures": {name: {n: str(v)[:160] for n, v in c.items() if not v.passed} for name, c in checks.items()},
+            **interleaved_times(fns, inputs, outputs, rounds)}
+
+
+def measure_each(tokens: list[int], measure: Callable[[int], dict], out: str, header: dict) -> list[dict]:
+    """measure(t) for each token count, printed as it comes and written to `out` after each (header's
+    fields, e.g. the provenance, then "rows"): a run cut short keeps what it measured."""
+    rows = []
+    for t in tokens:
+        rows.append(measure(t))
+        times = {k: [round(x["us"], 1) for x in v] for k, v in rows[-1].items() if isinstance(v, list)}
+        print(t, rows[-1]["correct"], times, flush=True)
+        with open(out, "w") as f:
+            json.dump({**header, "rows": rows}, f, indent=1)
+    return rows
 
 
 def workload_case(tokens: int, device: str = "cuda") -> tuple[object, list, list[torch.Tensor]]:
