@@ -1,0 +1,227 @@
+"""Issue 16: stage 2 (grad_fc1_output = (grad_residual @ fc2_weight) * gelu'(fc1_output), K = 512)
+in isolation: where its time goes and which prototype of it moves fewer bytes per MMA.
+
+Stage 2 took 941 us at 131072 tokens in v24 (results/eval_ef24336.json's run), where cuBLAS does the
+GEMM alone in ~430 us and the epilogue's own traffic (fc1_output read in fp32, grad_fc1_output
+written in fp16: 1.6 GB) takes ~400 us at 4 TB/s. Traffic model of a BLOCK_M x BLOCK_N tile (K = H =
+512 whole): it reads BLOCK_M x 512 + 512 x BLOCK_N fp16 operands from L2 for 2 x BLOCK_M x BLOCK_N x
+512 FLOPs, so per token L2 -> SM bytes = I x (1024 / BLOCK_N + 1024 / BLOCK_M + 6): 61 KB in 64x128
+tiles (8.0 GB at 131072 tokens), 45 KB in 128x128 (5.9 GB). At the ~8.4 TB/s that 8.0 GB in 941 us
+implies, the 64x128 tiles would be bound by L2 -> SM bandwidth, not by the tensor cores.
+
+Variants (each run on the same inputs, outputs compared with the shipped kernel's; official-style
+timer: cold L2, shifting addresses, median of 50, CUPTI kernel time):
+  shipped      solution's persistent kernel, 64x128, 4 warps, 3 stages, 3 programs an SM
+  prefetch     the same with fc1_output's tile loaded by pointers before the K loop, so that its HBM
+               traffic overlaps the MMAs (the one-tile kernel's order), 2 or 3 programs an SM, or
+               128x128 tiles on 8 warps, one program an SM (fewer L2 bytes per FLOP)
+  gemm-only    diagnostic: the persistent K loop with no epilogue but an fp16 store of the product
+  epilogue-only diagnostic: fc1_output read, gelu' applied, grad_fc1_output and the bias partial sums
+               written; no MMA
+  cublas       diagnostic: torch.mm on the fp16 operands into an fp16 output
+
+    PYTHONPATH=. python bench/experiments/stage2_prototypes.py 7184,131072 [--out FILE]   # GPU machine
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from solution.gelu import gelu_tanh_grad
+from solution.gelu_backward_gemm import gelu_backward_epilogue, gelu_backward_persistent_kernel
+from solution.tiling import grouped_tile, store_tile
+
+H, I = 512, 2048
+
+
+@triton.jit
+def prefetch_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
+                               H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                               BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """The shipped persistent kernel, but fc1_output (a pointer) is loaded before the K loop."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
+        tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
+        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+        rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
+        cols = col + tl.arange(0, BLOCK_N)
+        x = tl.load(fc1_output + rows[:, None] * I + cols[None, :], mask=(rows < M)[:, None], other=0.0)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k in range(0, H, BLOCK_K):
+            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        gelu_backward_epilogue(acc, x, tile_m, row, col, grad_fc1_output, bias_partials, M, I, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def flattened_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
+                                H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """The shipped persistent kernel with its tile loop flattened into the K loop (tl.range's
+    flatten), so that the pipeline carries on into the next tile's loads during an epilogue."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0), flatten=True):
+        tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
+        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k in range(0, H, BLOCK_K):
+            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        gelu_backward_epilogue(acc, fc1_output.load([row, col]), tile_m, row, col, grad_fc1_output, bias_partials,
+                               M, I, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def gemm_only_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
+                     H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """Diagnostic: the persistent K loop, the product stored in fp16 (no fc1_output, no bias sums)."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
+        tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
+        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k in range(0, H, BLOCK_K):
+            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        store_tile(grad_fc1_output, acc.to(tl.float16), row, col, M, I, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def epilogue_only_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
+                         H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """Diagnostic: the epilogue's memory traffic and math with no MMA (the product taken as 1)."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
+        tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
+        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+        rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
+        cols = col + tl.arange(0, BLOCK_N)
+        x = tl.load(fc1_output + rows[:, None] * I + cols[None, :], mask=(rows < M)[:, None], other=0.0)
+        ones = tl.where((rows < M)[:, None], 1.0, 0.0) + tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        gelu_backward_epilogue(ones, x, tile_m, row, col, grad_fc1_output, bias_partials, M, I, BLOCK_M, BLOCK_N)
+
+
+@dataclass(frozen=True)
+class Variant:
+    kernel: object
+    block_m: int
+    block_n: int
+    warps: int
+    stages: int
+    programs_per_sm: int
+    fc1_by_tma: bool  # fc1_output as a TMA descriptor (the shipped kernel) or a pointer
+    checked: bool = True  # outputs compared with the shipped kernel's (not the diagnostics)
+    block_k: int = 64
+
+
+VARIANTS = {
+    "shipped 64x128 w4 s3 x3": Variant(gelu_backward_persistent_kernel, 64, 128, 4, 3, 3, True),
+    "prefetch 64x128 w4 s3 x2": Variant(prefetch_persistent_kernel, 64, 128, 4, 3, 2, False),
+    "prefetch 64x64 w4 s3 x4": Variant(prefetch_persistent_kernel, 64, 64, 4, 3, 4, False),
+    "prefetch 128x128 w8 s3 x1": Variant(prefetch_persistent_kernel, 128, 128, 8, 3, 1, False),
+    "flattened 64x128 w4 s3 x2": Variant(flattened_persistent_kernel, 64, 128, 4, 3, 2, True),
+    "flattened 64x64 w4 s3 x3": Variant(flattened_persistent_kernel, 64, 64, 4, 3, 3, True),
+    "flattened 128x128 w8 s3 x1": Variant(flattened_persistent_kernel, 128, 128, 8, 3, 1, True),
+    "gemm-only 64x128 w4 s3 x3": Variant(gemm_only_kernel, 64, 128, 4, 3, 3, False, checked=False),
+    "gemm-only 128x128 w8 s3 x1": Variant(gemm_only_kernel, 128, 128, 8, 3, 1, False, checked=False),
+    "gemm-only 128x256 w8 s3 x1": Variant(gemm_only_kernel, 128, 256, 8, 3, 1, False, checked=False),
+    "epilogue-only 64x128 w4 x3": Variant(epilogue_only_kernel, 64, 128, 4, 1, 3, False, checked=False),
+}
+
+
+def launcher(v: Variant, M: int, sms: int):
+    """fn(grad_residual_f16, fc2_weight_f16, fc1_output, grad_fc1_output, bias_partials) launching v."""
+    tiles = triton.cdiv(M, v.block_m) * (I // v.block_n)
+    grid = (max(1, min(tiles, v.programs_per_sm * sms)),)
+
+    def run(a, b, x, out, partials):
+        args = (TensorDescriptor.from_tensor(a, [v.block_m, v.block_k]),
+                TensorDescriptor.from_tensor(b, [v.block_k, v.block_n]),
+                TensorDescriptor.from_tensor(x, [v.block_m, v.block_n]) if v.fc1_by_tma else x,
+                out, partials[:triton.cdiv(M, v.block_m)], M)
+        v.kernel[grid](*args, H=H, I=I, BLOCK_M=v.block_m, BLOCK_N=v.block_n, BLOCK_K=v.block_k, GROUP_M=8,
+                       num_warps=v.warps, num_stages=v.stages)
+    return run
+
+
+def stage2_inputs(tokens: int, device) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Inputs of stage 2 at `tokens` tokens (values drawn as the workloads' scales: unit normal
+    grad_residual, weights ~ 1/sqrt(fan-in), fc1_output unit normal) and its output templates."""
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(tokens, H, device=device, generator=g).to(torch.float16)
+    b = (torch.randn(H, I, device=device, generator=g) / H ** 0.5).to(torch.float16)
+    x = torch.randn(tokens, I, device=device, generator=g)
+    return [a, b, x], [torch.empty(tokens, I, device=device, dtype=torch.float16),
+                       torch.empty(triton.cdiv(tokens, 64), I, device=device)]
+
+
+def measure(tokens: int, names: list[str], sms: int) -> dict:
+    from evaluation.timer import time_call
+
+    inputs, outputs = stage2_inputs(tokens, torch.device("cuda"))
+    row = {"tokens": tokens, "correct": {}, "max_abs_diff": {}, "us": {}, "kernels_us": {}}
+    shipped = VARIANTS["shipped 64x128 w4 s3 x3"]
+    expected = [torch.full_like(o, float("nan")) for o in outputs]
+    launcher(shipped, tokens, sms)(*inputs, *expected)
+    expected_bias = expected[1][:triton.cdiv(tokens, shipped.block_m)].sum(0)
+    for name in names:
+        v = VARIANTS[name]
+        fn = launcher(v, tokens, sms)
+        if v.checked:
+            got = [torch.full_like(o, float("nan")) for o in outputs]
+            fn(*inputs, *got)
+            torch.cuda.synchronize()
+            diff = (got[0].float() - expected[0].float()).abs().max().item()
+            bias = got[1][:triton.cdiv(tokens, v.block_m)].sum(0)
+            bias_diff = (bias - expected_bias).abs().max().item()
+            row["max_abs_diff"][name] = [diff, bias_diff]
+            row["correct"][name] = diff <= 1e-2 and bias_diff <= 1e-2 * max(1.0, expected_bias.abs().max().item())
+        try:
+            r = time_call(fn, inputs, outputs, warmup=10, rep=50)
+            row["us"][name] = round(r.median_ms * 1e3, 1)
+            row["kernels_us"][name] = {k: round(t * 1e3, 1) for k, t in r.activity_ms.items()}
+        except Exception as e:  # a variant that fails to compile or run is a result, not the end of the run
+            row["us"][name] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        print(tokens, name, row["us"][name], row["correct"].get(name, ""), flush=True)
+    a, b = inputs[0], inputs[1]
+    c = torch.empty(tokens, I, device="cuda", dtype=torch.float16)
+    r = time_call(lambda a, b, c: torch.mm(a, b, out=c), [a, b], [c], warmup=10, rep=50)
+    row["us"]["cublas mm fp16"] = round(r.median_ms * 1e3, 1)
+    print(tokens, "cublas mm fp16", row["us"]["cublas mm fp16"], flush=True)
+    return row
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tokens", help="comma-separated token counts")
+    parser.add_argument("--variant", action="append", choices=sorted(VARIANTS), help="default: all")
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "stage2_prototypes.json"))
+    args = parser.parse_args(argv)
+    try:
+        tokens = [int(t) for t in args.tokens.split(",")]
+    except ValueError:
+        parser.error(f"{args.tokens!r}: not a comma-separated list of token counts")
+    from bench.gpu import require_gpu
+    from evaluation.provenance import provenance
+
+    device = require_gpu("stage2_prototypes")
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    header = {"provenance": provenance("issue 16: stage 2 alone, prototypes and diagnostics, official-style timer "
+                                       "(cold L2, shifting addresses, median of 50, CUPTI kernel time)")}
+    rows = []
+    for t in tokens:
+        rows.append(measure(t, args.variant or list(VARIANTS), sms))
+        with open(args.out, "w") as f:
+            json.dump({**header, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
