@@ -35,7 +35,6 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from solution.gelu import gelu_tanh_grad
 from solution.gelu_backward_gemm import gelu_backward_epilogue, gelu_backward_persistent_kernel
 from solution.tiling import grouped_tile, store_tile
 
