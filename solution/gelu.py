@@ -4,7 +4,13 @@
     gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx,   t = tanh(u),
     du/dx    = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
 
-tanh(u) is evaluated as 2 sigmoid(2u) - 1, which saturates cleanly to +-1 for large |u|.
+Written with s = sigmoid(2u) (tanh(u) = 2s - 1, so 1 + t = 2s and 1 - t^2 = 4 s (1 - s)):
+
+    gelu'(x) = s (1 + x (1 - s) 2 du/dx)
+
+the same function in about 14 fp32 instructions an element instead of 20 (one exp2 and one
+division either way), which matters because stage 2 evaluates it on every element of fc1_output
+(268 M at 131072 tokens). sigmoid saturates cleanly to 0 or 1 for large |u|.
 """
 
 import math
@@ -12,14 +18,13 @@ import math
 import triton
 import triton.language as tl
 
-SQRT_2_OVER_PI = tl.constexpr(math.sqrt(2.0 / math.pi))  # 0.7978845608028654, as in the reference
 GELU_COEFF = tl.constexpr(0.044715)
+TWO_C = tl.constexpr(2.0 * math.sqrt(2.0 / math.pi))  # 2u = TWO_C (x + GELU_COEFF x^3); sqrt(2/pi) as in the reference
 
 
 @triton.jit
 def gelu_tanh_grad(x):
     x2 = x * x
-    u = SQRT_2_OVER_PI * (x + GELU_COEFF * x2 * x)
-    t = 2.0 * tl.sigmoid(2.0 * u) - 1.0
-    du_dx = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_COEFF * x2)
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx
+    s = tl.sigmoid(x * (x2 * (TWO_C * GELU_COEFF) + TWO_C))  # sigmoid(2u)
+    twice_du_dx = x2 * (3.0 * TWO_C * GELU_COEFF) + TWO_C
+    return s * ((x * (1.0 - s)) * twice_du_dx + 1.0)
