@@ -11,14 +11,25 @@ implies, the 64x128 tiles would be bound by L2 -> SM bandwidth, not by the tenso
 
 Variants (each run on the same inputs, outputs compared with the shipped kernel's; official-style
 timer: cold L2, shifting addresses, median of 50, CUPTI kernel time):
-  shipped      solution's persistent kernel, 64x128, 4 warps, 3 stages, 3 programs an SM
-  prefetch     the same with fc1_output's tile loaded by pointers before the K loop, so that its HBM
-               traffic overlaps the MMAs (the one-tile kernel's order), 2 or 3 programs an SM, or
-               128x128 tiles on 8 warps, one program an SM (fewer L2 bytes per FLOP)
-  gemm-only    diagnostic: the persistent K loop with no epilogue but an fp16 store of the product
+  shipped       solution's persistent kernel, 64x128, 4 warps, 3 stages, 3 programs an SM (and at 2
+                stages, the control for tma-store)
+  prefetch      fc1_output's tile loaded by pointers before the K loop, so that its HBM traffic
+                overlaps the MMAs (the one-tile kernel's order); 255 registers in 64x128 tiles
+  flattened     the tile loop flattened into the K loop (tl.range flatten): the pipeliner then also
+                prefetches fc1_output by TMA (+32 KiB of shared memory: 2 programs an SM, not 3)
+  sigmoid-form  gelu' as s (1 + x (1 - s) 2 du/dx), s = sigmoid(2u): 14 fp32 instructions an element
+                instead of 20 (shipped from b9e8d12 on, solution/gelu.py)
+  tma-store     grad_fc1_output stored by TMA instead of by pointers after a layout conversion
+  gemm-only     diagnostic: the persistent K loop with no epilogue but an fp16 store of the product
   epilogue-only diagnostic: fc1_output read, gelu' applied, grad_fc1_output and the bias partial sums
-               written; no MMA
-  cublas       diagnostic: torch.mm on the fp16 operands into an fp16 output
+                written; no MMA
+  cublas        diagnostic: torch.mm on the fp16 operands into an fp16 output
+
+Found (H200; results/stage2_prototypes_3545ae9.json, results/stage2_prototypes_sigmoid_795d795*.json):
+at 131072 tokens the shipped kernel took 913-939 us, the GEMM alone 576 (474 in 128x256 tiles; cuBLAS
+405), the epilogue alone 555: stage 2 is the two nearly in series, not bound by L2 -> SM bytes (the
+GEMM alone moved 7.1 GB in 576 us). Every prefetching or flattened form lost (999-1354 us: fewer
+programs an SM); the sigmoid form won 4-5% at every size (896 vs 931-939 us, 56.1 vs 59.1 at 7184).
 
     PYTHONPATH=. python bench/experiments/stage2_prototypes.py 7184,131072 [--out FILE]   # GPU machine
 """
@@ -35,6 +46,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from solution.gelu import gelu_tanh_grad
 from solution.gelu_backward_gemm import gelu_backward_epilogue, gelu_backward_persistent_kernel
 from solution.tiling import grouped_tile, store_tile
 
@@ -104,6 +116,24 @@ def cheap_gelu_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1
 
 
 @triton.jit
+def tma_store_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
+                     H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """The shipped persistent kernel storing grad_fc1_output by TMA (a descriptor; rows past M are
+    clipped by the copy engine) instead of by pointers after a layout conversion."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
+        tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
+        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k in range(0, H, BLOCK_K):
+            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        d = acc * gelu_tanh_grad(fc1_output.load([row, col]))
+        grad_fc1_output.store([row, col], d.to(tl.float16))
+        tl.store(bias_partials + tile_m * I + col + tl.arange(0, BLOCK_N), tl.sum(d, axis=0))
+
+
+@triton.jit
 def gemm_only_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
                      H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
@@ -143,6 +173,7 @@ class Variant:
     stages: int
     programs_per_sm: int
     fc1_by_tma: bool  # fc1_output as a TMA descriptor (the shipped kernel) or a pointer
+    out_by_tma: bool = False  # grad_fc1_output as a TMA descriptor (stored by the copy engine) or a pointer
     checked: bool = True  # outputs compared with the shipped kernel's (not the diagnostics)
     block_k: int = 64
 
@@ -151,6 +182,8 @@ VARIANTS = {
     "shipped 64x128 w4 s3 x3": Variant(gelu_backward_persistent_kernel, 64, 128, 4, 3, 3, True),
     "sigmoid-form 64x128 w4 s3 x3": Variant(cheap_gelu_persistent_kernel, 64, 128, 4, 3, 3, True),
     "sigmoid-form 64x128 w4 s4 x2": Variant(cheap_gelu_persistent_kernel, 64, 128, 4, 4, 2, True),
+    "shipped 64x128 w4 s2 x3": Variant(gelu_backward_persistent_kernel, 64, 128, 4, 2, 3, True),
+    "tma-store 64x128 w4 s2 x3": Variant(tma_store_kernel, 64, 128, 4, 2, 3, True, out_by_tma=True),
     "prefetch 64x128 w4 s3 x2": Variant(prefetch_persistent_kernel, 64, 128, 4, 3, 2, False),
     "prefetch 64x64 w4 s3 x4": Variant(prefetch_persistent_kernel, 64, 64, 4, 3, 4, False),
     "prefetch 128x128 w8 s3 x1": Variant(prefetch_persistent_kernel, 128, 128, 8, 3, 1, False),
@@ -173,7 +206,8 @@ def launcher(v: Variant, M: int, sms: int):
         args = (TensorDescriptor.from_tensor(a, [v.block_m, v.block_k]),
                 TensorDescriptor.from_tensor(b, [v.block_k, v.block_n]),
                 TensorDescriptor.from_tensor(x, [v.block_m, v.block_n]) if v.fc1_by_tma else x,
-                out, partials[:triton.cdiv(M, v.block_m)], M)
+                TensorDescriptor.from_tensor(out, [v.block_m, v.block_n]) if v.out_by_tma else out,
+                partials[:triton.cdiv(M, v.block_m)], M)
         v.kernel[grid](*args, H=H, I=I, BLOCK_M=v.block_m, BLOCK_N=v.block_n, BLOCK_K=v.block_k, GROUP_M=8,
                        num_warps=v.warps, num_stages=v.stages)
     return run
