@@ -174,6 +174,7 @@ class Variant:
     programs_per_sm: int
     fc1_by_tma: bool  # fc1_output as a TMA descriptor (the shipped kernel) or a pointer
     out_by_tma: bool = False  # grad_fc1_output as a TMA descriptor (stored by the copy engine) or a pointer
+    max_registers: int | None = None  # ptxas's cap a thread (Triton's maxnreg), so that programs_per_sm fit
     checked: bool = True  # outputs compared with the shipped kernel's (not the diagnostics)
     block_k: int = 64
 
@@ -186,6 +187,10 @@ VARIANTS = {
     "tma-store 64x128 w4 s2 x3": Variant(tma_store_kernel, 64, 128, 4, 2, 3, True, out_by_tma=True),
     "tma-store 64x128x32 w4 s4 x3": Variant(tma_store_kernel, 64, 128, 4, 4, 3, True, out_by_tma=True, block_k=32),
     "tma-store 64x128x32 w4 s3 x4": Variant(tma_store_kernel, 64, 128, 4, 3, 4, True, out_by_tma=True, block_k=32),
+    "tma-store 128x128 w8 s2 x2": Variant(tma_store_kernel, 128, 128, 8, 2, 2, True, out_by_tma=True, max_registers=128),
+    "tma-store 128x128 w8 s3 x1": Variant(tma_store_kernel, 128, 128, 8, 3, 1, True, out_by_tma=True),
+    "tma-store 64x256 w8 s2 x2": Variant(tma_store_kernel, 64, 256, 8, 2, 2, True, out_by_tma=True, max_registers=128),
+    "tma-store 128x128x32 w8 s4 x2": Variant(tma_store_kernel, 128, 128, 8, 4, 2, True, out_by_tma=True, block_k=32, max_registers=128),
     "shipped 64x128x32 w4 s4 x3": Variant(gelu_backward_persistent_kernel, 64, 128, 4, 4, 3, True, block_k=32),
     "prefetch 64x128 w4 s3 x2": Variant(prefetch_persistent_kernel, 64, 128, 4, 3, 2, False),
     "prefetch 64x64 w4 s3 x4": Variant(prefetch_persistent_kernel, 64, 64, 4, 3, 4, False),
@@ -200,6 +205,10 @@ VARIANTS = {
 }
 
 
+def _register_cap(v: Variant) -> dict:
+    return {"maxnreg": v.max_registers} if v.max_registers else {}
+
+
 def launcher(v: Variant, M: int, sms: int):
     """fn(grad_residual_f16, fc2_weight_f16, fc1_output, grad_fc1_output, bias_partials) launching v."""
     tiles = triton.cdiv(M, v.block_m) * (I // v.block_n)
@@ -212,7 +221,7 @@ def launcher(v: Variant, M: int, sms: int):
                 TensorDescriptor.from_tensor(out, [v.block_m, v.block_n]) if v.out_by_tma else out,
                 partials[:triton.cdiv(M, v.block_m)], M)
         v.kernel[grid](*args, H=H, I=I, BLOCK_M=v.block_m, BLOCK_N=v.block_n, BLOCK_K=v.block_k, GROUP_M=8,
-                       num_warps=v.warps, num_stages=v.stages)
+                       num_warps=v.warps, num_stages=v.stages, **_register_cap(v))
     return run
 
 
