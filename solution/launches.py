@@ -22,6 +22,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from .arguments import Dims
 from .column_sums import column_sum_programs, column_sums_kernel
 from .configs import GemmConfig, LaunchPlan, LayerNormConfig, for_tokens, multiprocessor_count
+from .fp16_copy import fp16_copy_kernel
 from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
@@ -36,6 +37,7 @@ WORKSPACE_ALIGNMENT = 256  # bytes
 # compiled alone to 32 registers with spills: 68.5 us at 2984 tokens, 533 at 131072
 # (results/solutions_ab_2725fef.json).
 COLUMN_SUM_COLS, COLUMN_SUM_WARPS = 32, 4
+GELU_COPY_BLOCK = 8192  # elements a step of fp16_copy_kernel's programs (prototype: unmeasured)
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,9 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     bias_partial_rows = triton.cdiv(M, g2.block_m)
     chunk = for_tokens(plan.fp16_chunk, M)
     fp32_stage4 = M >= plan.stage4_reads_fp32_from  # else stage 1 copies hidden_states and gelu_output
+    stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
+    # gelu_output's copy beside stage 3 (its own launch) rather than in stage 1
+    gelu_copy_apart = not fp32_stage4 and not stages_3_4_overlap and M >= plan.gelu_copy_beside_stage3_from
 
     # the caller's tensors, as the kernels index them
     def caller(name: str, *shape: int) -> Buffer:
@@ -160,13 +165,14 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
                                    input_partials, input_arrivals)
                        if w is not None)
 
+    copy_gelu_in_stage1 = not fp32_stage4 and not gelu_copy_apart
     stage1 = Launch(
-        layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, not fp32_stage4),
+        layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, copy_gelu_in_stage1),
         (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 else hidden_states,
-         None if fp32_stage4 else gelu_output, fc1_weight, fc2_weight, grad_residual, grad_residual_f16,
-         hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16, ln_partials, input_arrivals, M,
-         row_programs, tiles3 if input_arrivals is not None else None),
-        dict(H=H, I=I, BLOCK_M=ln.block_m, CHUNK=chunk, COPY_INPUTS=not fp32_stage4),
+         gelu_output if copy_gelu_in_stage1 else None, fc1_weight, fc2_weight, grad_residual, grad_residual_f16,
+         hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None, fc1_weight_f16, fc2_weight_f16,
+         ln_partials, input_arrivals, M, row_programs, tiles3 if input_arrivals is not None else None),
+        dict(H=H, I=I, BLOCK_M=ln.block_m, CHUNK=chunk, COPY_INPUTS=not fp32_stage4, COPY_GELU=copy_gelu_in_stage1),
         dict(num_warps=ln.warps), after=())
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
@@ -200,7 +206,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         kernel4, weight_grad_programs(H, I, g4.block_m, g4.block_n),
         (*gemm_operands4, grad_fc2_weight, grad_fc1_weight, M),
         dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k),
-        _gemm_options(g4), after=(1,) if M <= plan.overlap_stages_3_4_up_to else (2,))
+        _gemm_options(g4), after=(1,) if stages_3_4_overlap else (2, 3) if gelu_copy_apart else (2,))
     # the column sums need stages 1 and 2 only: beside stages 3 and 4
     column_sums = Launch(
         column_sums_kernel, column_sum_programs(H, I, COLUMN_SUM_COLS),
@@ -209,7 +215,11 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         dict(H=H, I=I, COLS=COLUMN_SUM_COLS, SUM_BLOCK_R=plan.sum_block_r), dict(num_warps=COLUMN_SUM_WARPS),
         after=(1,))
 
-    launches = (stage1, stage2, stage3, stage4, column_sums)
+    # gelu_output's copy for stage 4, where it is apart from stage 1: beside stage 3 (after stage 2,
+    # whose persistent programs fill every SM), one program an SM
+    copy = (Launch(fp16_copy_kernel, sms, (gelu_output, gelu_output_f16, M * I), dict(BLOCK=GELU_COPY_BLOCK),
+                   dict(num_warps=4), after=(1,)),) if gelu_copy_apart else ()
+    launches = (stage1, stage2, stage3, *copy, stage4, column_sums)
     offsets, end = [], 0
     for w in workspaces:
         offsets.append(end)

@@ -75,18 +75,18 @@ def layernorm_backward_rows(
 
 @triton.jit
 def round_to_fp16_chunk(
-    chunk,  # in [0, fp16_chunks(M, H, I, BLOCK, copy_inputs)): the weight chunks, then any gelu_output ones
+    chunk,  # in [0, fp16_chunks(M, H, I, BLOCK, copy_gelu)): the weight chunks, then any gelu_output ones
     fc1_weight,  # (I, H) fp32
     fc2_weight,  # (H, I) fp32
-    gelu_output,  # (M, I) fp32, if COPY_INPUTS (else None)
+    gelu_output,  # (M, I) fp32, if COPY_GELU (else None)
     fc1_weight_f16,  # out (I, H) fp16
     fc2_weight_f16,  # out (H, I) fp16
-    gelu_output_f16,  # out (M, I) fp16, if COPY_INPUTS (else None)
+    gelu_output_f16,  # out (M, I) fp16, if COPY_GELU (else None)
     M,
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK: tl.constexpr,
-    COPY_INPUTS: tl.constexpr,  # chunks past the weights' round gelu_output
+    COPY_GELU: tl.constexpr,  # chunks past the weights' round gelu_output
 ):
     tl.static_assert(H * I % BLOCK == 0, "the weight chunks must cover both weights")
     weight_chunks: tl.constexpr = H * I // BLOCK
@@ -94,7 +94,7 @@ def round_to_fp16_chunk(
         offsets = chunk * BLOCK + tl.arange(0, BLOCK)
         tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
         tl.store(fc2_weight_f16 + offsets, tl.load(fc2_weight + offsets).to(tl.float16))
-    elif COPY_INPUTS:  # BLOCK elements of gelu_output, flat
+    elif COPY_GELU:  # BLOCK elements of gelu_output, flat
         # 64-bit: M * I passes 2^31 from 2^20 tokens on
         flat = tl.cast(chunk - weight_chunks, tl.int64) * BLOCK + tl.arange(0, BLOCK)
         in_range = flat < tl.cast(M, tl.int64) * I
@@ -115,7 +115,8 @@ def layernorm_backward_kernel(
     I: tl.constexpr,
     BLOCK_M: tl.constexpr,
     CHUNK: tl.constexpr,
-    COPY_INPUTS: tl.constexpr,  # also write hidden_states_f16 and gelu_output_f16 (else those are None)
+    COPY_INPUTS: tl.constexpr,  # also write hidden_states_f16 (else None)
+    COPY_GELU: tl.constexpr,  # also write gelu_output_f16 (else None: not needed, or made beside stage 3)
 ):
     """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16. Where stage 3
     splits K, program p also zeroes its arrival counters p, p + programs, ... (input_grad_gemm.py):
@@ -130,10 +131,10 @@ def layernorm_backward_kernel(
                                 M, H, BLOCK_M, COPY_INPUTS)
     else:
         round_to_fp16_chunk(pid - row_programs, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
-                            gelu_output_f16, M, H, I, CHUNK, COPY_INPUTS)
+                            gelu_output_f16, M, H, I, CHUNK, COPY_GELU)
 
 
-def fp16_chunks(M: int, H: int, I: int, block: int, copy_inputs: bool) -> int:
+def fp16_chunks(M: int, H: int, I: int, block: int, copy_gelu: bool) -> int:
     """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk), then, when
     stage 4 contracts fp16 copies, gelu_output."""
-    return H * I // block + (triton.cdiv(M * I, block) if copy_inputs else 0)
+    return H * I // block + (triton.cdiv(M * I, block) if copy_gelu else 0)

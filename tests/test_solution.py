@@ -245,6 +245,22 @@ def test_grids_of_stage4_and_the_column_sums():
         assert sums.grid * sums.constexprs["COLS"] == 3 * hidden + intermediate
 
 
+def test_gelu_copy_beside_stage3(device, nan_outputs, outputs_pass):
+    """Stage 4 on fp16 copies after stage 3, with gelu_output's copy as its own launch beside stage 3
+    (fp16_copy.py) instead of in stage 1: on a small shape, and its launches in that order."""
+    plan = device_plan(device, stage4_reads_fp32_from=configs.ANY_TOKENS, overlap_stages_3_4_up_to=16,
+                       gelu_copy_beside_stage3_from=17)
+    inputs = draw(2, 37, device, seed=321)
+    outputs = nan_outputs(2, 37, device)
+    call(inputs, outputs, plan)
+    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+    launches = describe_call(Dims(tokens=74, hidden=512, intermediate=2048, device=torch.device("cpu")), plan).launches
+    names = [launch.kernel.fn.__name__ for launch in launches]
+    assert names[2:5] == ["input_grad_gemm_kernel", "fp16_copy_kernel", "weight_grad_kernel"]
+    assert launches[3].after == (1,) and launches[4].after == (2, 3)
+    assert not launches[0].constexprs["COPY_GELU"] and launches[0].constexprs["COPY_INPUTS"]
+
+
 STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.ANY_TOKENS, id="stage4-reads-fp16-copies")]
 
 

@@ -1,0 +1,26 @@
+"""gelu_output rounded to fp16 for stage 4, as a launch of its own beside stage 3.
+
+Where stage 4 contracts fp16 copies (Hopper: configs.py) and runs after stage 3 (beyond
+LaunchPlan.overlap_stages_3_4_up_to tokens), the 1.6 GB a 131072-token call spends on this copy
+(gelu_output read in fp32, written in fp16: 6 bytes an element) need not sit in stage 1, which is
+memory-bound already. Stage 3 (a GEMM over K = 2048, one 8-warp program an SM) leaves memory
+bandwidth, registers and threads free; this launch fills them. Persistent: `programs` programs step
+through the flat tensor BLOCK elements at a time.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def fp16_copy_kernel(
+    src,  # (n,) fp32
+    dst,  # out (n,) fp16
+    n,
+    BLOCK: tl.constexpr,
+):
+    # 64-bit: M * I passes 2^31 from 2^20 tokens on
+    for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):
+        flat = tl.cast(start, tl.int64) + tl.arange(0, BLOCK)
+        in_range = flat < n
+        tl.store(dst + flat, tl.load(src + flat, mask=in_range).to(tl.float16), mask=in_range)
