@@ -62,10 +62,10 @@ class LaunchPlan:
     # From this many tokens on stage 4 reads the fp32 gelu_output and hidden_states (rounding them in
     # its tiles); below, stage 1 writes fp16 copies of both and stage 4 contracts those
     stage4_reads_fp32_from: int
-    # Where stage 4 contracts fp16 copies and runs after stage 3 (beyond overlap_stages_3_4_up_to):
-    # from this many tokens gelu_output's copy is its own launch beside stage 3 (fp16_copy.py), not
-    # part of stage 1
-    gelu_copy_beside_stage3_from: int = ANY_TOKENS
+    # Where stage 4 contracts fp16 copies and runs after stage 3 (beyond overlap_stages_3_4_up_to),
+    # gelu_output's copy as its own launch beside stage 3 (fp16_copy.py), n > 0 persistent programs
+    # an SM, or with 0 in stage 1's chunk programs; by tokens
+    gelu_copy_beside_stage3: tuple[tuple[int, int], ...] = ((ANY_TOKENS, 0),)
 
     def __hash__(self) -> int:
         """Computed once: the plan keys the per-shape caches that every call looks up, and hashing
@@ -252,7 +252,7 @@ _HOPPER = LaunchPlan(
 _HOPPER_SHARED_OPERANDS = replace(
     _HOPPER,
     stage4_reads_fp32_from=ANY_TOKENS,
-    gelu_copy_beside_stage3_from=2049,  # prototype: unmeasured
+    gelu_copy_beside_stage3=((ANY_TOKENS, 1),),  # prototype
     layernorm=(_HOPPER.layernorm[0], (2048, LayerNormConfig(block_m=8, warps=4, waves=4)),
                (ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4))),
 )

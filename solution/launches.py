@@ -129,7 +129,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     fp32_stage4 = M >= plan.stage4_reads_fp32_from  # else stage 1 copies hidden_states and gelu_output
     stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
     # gelu_output's copy beside stage 3 (its own launch) rather than in stage 1
-    gelu_copy_apart = not fp32_stage4 and not stages_3_4_overlap and M >= plan.gelu_copy_beside_stage3_from
+    gelu_copy_programs = for_tokens(plan.gelu_copy_beside_stage3, M) * sms
+    gelu_copy_apart = not fp32_stage4 and not stages_3_4_overlap and gelu_copy_programs > 0
 
     # the caller's tensors, as the kernels index them
     def caller(name: str, *shape: int) -> Buffer:
@@ -216,8 +217,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         after=(1,))
 
     # gelu_output's copy for stage 4, where it is apart from stage 1: beside stage 3 (after stage 2,
-    # whose persistent programs fill every SM), one program an SM
-    copy = (Launch(fp16_copy_kernel, sms, (gelu_output, gelu_output_f16, M * I), dict(BLOCK=GELU_COPY_BLOCK),
+    # whose persistent programs fill every SM)
+    copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I), dict(BLOCK=GELU_COPY_BLOCK),
                    dict(num_warps=4), after=(1,)),) if gelu_copy_apart else ()
     launches = (stage1, stage2, stage3, *copy, stage4, column_sums)
     offsets, end = [], 0

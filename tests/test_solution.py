@@ -249,7 +249,7 @@ def test_gelu_copy_beside_stage3(device, nan_outputs, outputs_pass):
     """Stage 4 on fp16 copies after stage 3, with gelu_output's copy as its own launch beside stage 3
     (fp16_copy.py) instead of in stage 1: on a small shape, and its launches in that order."""
     plan = device_plan(device, stage4_reads_fp32_from=configs.ANY_TOKENS, overlap_stages_3_4_up_to=16,
-                       gelu_copy_beside_stage3_from=17)
+                       gelu_copy_beside_stage3=((configs.ANY_TOKENS, 1),))
     inputs = draw(2, 37, device, seed=321)
     outputs = nan_outputs(2, 37, device)
     call(inputs, outputs, plan)

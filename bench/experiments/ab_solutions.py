@@ -35,7 +35,15 @@ def _two_rows_from_2049(plan: configs.LaunchPlan) -> configs.LaunchPlan:
     return dataclasses.replace(plan, layernorm=kept + ((ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4)),))
 
 
-VARIANTS = {"2rows-from-2049": _two_rows_from_2049}
+def _gelu_copy(programs_per_sm: int, up_to: int = ANY_TOKENS):
+    def variant(plan: configs.LaunchPlan) -> configs.LaunchPlan:
+        table = ((up_to, programs_per_sm),) + (((ANY_TOKENS, 0),) if up_to < ANY_TOKENS else ())
+        return dataclasses.replace(plan, gelu_copy_beside_stage3=table)
+    return variant
+
+
+VARIANTS = {"2rows-from-2049": _two_rows_from_2049, "gelu-copy-x2": _gelu_copy(2), "gelu-copy-x4": _gelu_copy(4),
+            "gelu-copy-in-stage1": _gelu_copy(0)}
 
 
 def main(argv: list[str]) -> int:
