@@ -207,7 +207,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         kernel4, weight_grad_programs(H, I, g4.block_m, g4.block_n),
         (*gemm_operands4, grad_fc2_weight, grad_fc1_weight, M),
         dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k),
-        _gemm_options(g4), after=(1,) if stages_3_4_overlap else (2, 3) if gelu_copy_apart else (2,))
+        _gemm_options(g4), after=(1,) if stages_3_4_overlap else (3, 2) if gelu_copy_apart else (2,))
     # the column sums need stages 1 and 2 only: beside stages 3 and 4
     column_sums = Launch(
         column_sums_kernel, column_sum_programs(H, I, COLUMN_SUM_COLS),
@@ -217,10 +217,11 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         after=(1,))
 
     # gelu_output's copy for stage 4, where it is apart from stage 1: beside stage 3 (after stage 2,
-    # whose persistent programs fill every SM)
+    # whose persistent programs fill every SM). Launched before stage 3, so that the GPU places its
+    # persistent programs first: placed after stage 3's, they would wait for its last wave
     copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I), dict(BLOCK=GELU_COPY_BLOCK),
                    dict(num_warps=4), after=(1,)),) if gelu_copy_apart else ()
-    launches = (stage1, stage2, stage3, *copy, stage4, column_sums)
+    launches = (stage1, stage2, *copy, stage3, stage4, column_sums)
     offsets, end = [], 0
     for w in workspaces:
         offsets.append(end)

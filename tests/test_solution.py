@@ -256,8 +256,8 @@ def test_gelu_copy_beside_stage3(device, nan_outputs, outputs_pass):
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
     launches = describe_call(Dims(tokens=74, hidden=512, intermediate=2048, device=torch.device("cpu")), plan).launches
     names = [launch.kernel.fn.__name__ for launch in launches]
-    assert names[2:5] == ["input_grad_gemm_kernel", "fp16_copy_kernel", "weight_grad_kernel"]
-    assert launches[3].after == (1,) and launches[4].after == (2, 3)
+    assert names[2:5] == ["fp16_copy_kernel", "input_grad_gemm_kernel", "weight_grad_kernel"]
+    assert launches[2].after == launches[3].after == (1,) and launches[4].after == (3, 2)
     assert not launches[0].constexprs["COPY_GELU"] and launches[0].constexprs["COPY_INPUTS"]
 
 
