@@ -54,6 +54,7 @@ _CAPTURE_MODE_THREAD_LOCAL = 1  # CUstreamCaptureMode: other threads' CUDA calls
 _GRAPH_EXEC_UPDATE_FAILURE = 910  # CUresult: the update was refused (the graphs differ in topology)
 _L2_PROMOTION_128B = 2  # CUtensorMapL2promotion, as Triton's launcher
 _TENSOR_MAP_BYTES, _TENSOR_MAP_ALIGNMENT = 128, 64
+_PREFERRED_SHARED_MEMORY_CARVEOUT = 9  # CUfunction_attribute
 _driver: ctypes.CDLL | None = None
 
 
@@ -71,7 +72,7 @@ def cuda_driver() -> ctypes.CDLL:
                      "cuStreamWaitEvent", "cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
                      "cuGraphInstantiateWithFlags", "cuGraphExecUpdate_v2", "cuGraphLaunch", "cuGraphExecDestroy",
                      "cuGraphDestroy", "cuTensorMapEncodeTiled", "cuLaunchKernel", "cuCtxGetCurrent",
-                     "cuCtxSetCurrent"):
+                     "cuCtxSetCurrent", "cuFuncSetAttribute"):
             getattr(_driver, name).restype = ctypes.c_int
     return _driver
 
@@ -186,6 +187,9 @@ def compile_launches(call: CallDescription, tensors: dict[str, torch.Tensor], ep
         args = [resolve(a, tensors, eps) for a in launch.args]
         kernel = launch.kernel.warmup(*args, grid=(launch.grid,), **launch.constexprs, **launch.options)
         kernel._init_handles()  # loads the module: kernel.function
+        if launch.shared_carveout is not None:
+            check(cuda_driver().cuFuncSetAttribute(ctypes.c_void_p(kernel.function), _PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                                   launch.shared_carveout), "cuFuncSetAttribute")
         compiled.append(kernel)
     return compiled
 

@@ -79,6 +79,11 @@ class Launch:
     constexprs: dict
     options: dict
     after: tuple[int, ...]
+    # The share of an SM's L1/shared memory this kernel prefers as shared memory, in percent (the
+    # driver's PREFERRED_SHARED_MEMORY_CARVEOUT), or None for the driver's choice. An SM running a
+    # kernel whose carveout leaves too little shared memory takes no program of a kernel that needs
+    # more until it drains: a kernel meant to run beside a shared-memory-heavy one asks for 100
+    shared_carveout: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,7 +225,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # whose persistent programs fill every SM). Launched before stage 3, so that the GPU places its
     # persistent programs first: placed after stage 3's, they would wait for its last wave
     copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I), dict(BLOCK=GELU_COPY_BLOCK),
-                   dict(num_warps=4), after=(1,)),) if gelu_copy_apart else ()
+                   dict(num_warps=4), after=(1,), shared_carveout=100),) if gelu_copy_apart else ()
     launches = (stage1, stage2, *copy, stage3, stage4, column_sums)
     offsets, end = [], 0
     for w in workspaces:
