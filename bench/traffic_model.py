@@ -35,7 +35,7 @@ from pathlib import Path
 
 from solution import configs
 from solution.configs import GemmConfig, LaunchPlan, for_tokens
-from solution.launches import layernorm_row_programs
+from solution.launches import gelu_copy_programs_per_sm, layernorm_row_programs
 
 H, I = 512, 2048  # hidden, intermediate
 SMS = 132  # H200 multiprocessors
@@ -50,6 +50,7 @@ INPUT_GRAD = "input_grad_gemm_kernel"
 WEIGHT_GRAD = "weight_grad_kernel"  # stage 4 on fp16 copies of gelu_output and hidden_states
 WEIGHT_GRAD_FP32 = "weight_grad_fp32_kernel"  # stage 4 on the fp32 inputs
 COLUMN_SUMS = "column_sums_kernel"  # the bias and LayerNorm column sums, beside stages 3 and 4 (v24 on)
+FP16_COPY = "fp16_copy_kernel"  # gelu_output's fp16 copy beside stage 3 (Hopper beyond 2048 tokens, v26 on)
 
 # Stage 1's tensors that its LayerNorm row programs move (the rest: the fp16 chunk programs)
 LAYERNORM_ROW_TENSORS = frozenset({"grad_output", "normalized", "var", "ln_weight", "hidden_states", "grad_residual",
@@ -65,10 +66,12 @@ class Fp16Copies:
     below stage4_reads_fp32_from tokens only."""
 
     gelu_in_stage2_from: int
+    gelu_beside_stage3: bool = False  # gelu_output's copy its own launch beside stage 3 (v26 on, Hopper)
 
 
 MAIN_COPIES = Fp16Copies(gelu_in_stage2_from=16384)  # main's plan before the hybrid stage 4
-COPIES_IN_STAGE1 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS)  # today's plan below stage4_reads_fp32_from
+COPIES_IN_STAGE1 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS)  # below stage4_reads_fp32_from
+COPIES_BESIDE_STAGE3 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS, gelu_beside_stage3=True)  # there, after stage 3
 
 
 class UsageError(Exception):
@@ -158,7 +161,7 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
     stages = {LAYERNORM: layernorm, stage2_kernel(M, plan): gelu_backward, INPUT_GRAD: input_grad,
               WEIGHT_GRAD_FP32: weight_grad, COLUMN_SUMS: column_sums}
     if copies is None and M < plan.stage4_reads_fp32_from:
-        copies = COPIES_IN_STAGE1
+        copies = COPIES_BESIDE_STAGE3 if gelu_copy_programs_per_sm(M, plan) else COPIES_IN_STAGE1
     return with_fp16_copies(stages, tokens, plan, copies) if copies else stages
 
 
@@ -170,6 +173,11 @@ def with_fp16_copies(stages: dict[str, dict], tokens: int, plan: LaunchPlan, cop
     if M >= copies.gelu_in_stage2_from and for_tokens(plan.gelu_gemm, M).programs_per_sm > 0:
         gelu_stage = GELU_PERSISTENT
     out = dict(stages)
+    if copies.gelu_beside_stage3:  # its own launch, after stage 2 and before stage 3
+        gelu_stage = FP16_COPY
+        order = list(out)
+        order.insert(order.index(INPUT_GRAD), FP16_COPY)
+        out = {k: out.get(k, traffic({}, {})) for k in order}
     out[LAYERNORM] = changed(out[LAYERNORM], add_reads={"hidden_states": fp32(M, H)},
                              add_writes={"hidden_states_f16": fp16(M, H)})
     out[gelu_stage] = changed(out[gelu_stage], add_reads={"gelu_output": fp32(M, I)},
@@ -260,6 +268,10 @@ EFFICIENCY[WEIGHT_GRAD_FP32] = Efficiency(3.57, STAGE4_FP32_PROTOTYPE_TFLOPS,
 # The column sums (a few MB at most, 7 programs) run beside stages 3 and 4 and are left out of the
 # call (call_ms); not measured alone: stage 1's rate stands in for theirs
 EFFICIENCY[COLUMN_SUMS] = Efficiency(3.57, 0.0, "not measured: stage 1's rate (beside stages 3 and 4)")
+# gelu_output's copy beside stage 3 (v26): the two side by side at 131072 tokens, the copy on 2 programs an
+# SM, took 730 us (stage 3, 492 alone) and 611 (the copy; results/solutions_ab_1b6e80d.json). Its rate is
+# its 1.61 GB over that phase, so that the longer of the two predicts the phase (call_ms)
+EFFICIENCY[FP16_COPY] = Efficiency(2.19, 0.0, "the phase beside stage 3, 131072 tokens")
 # Stage 1's LayerNorm row programs alone (4 a SM, 8 rows a step) stream slower than its copy chunks:
 # 1.36 GB in 480.2 us without the gelu_output copy (results/overlap_6a1d1d9.json, 131072 tokens)
 LAYERNORM_ROWS_TBPS = 2.83
@@ -314,12 +326,15 @@ def predict_stages(stages: dict[str, dict], tokens: int, plan: LaunchPlan,
 
 def call_ms(predicted: dict[str, dict], tokens: int, plan: LaunchPlan) -> float:
     """The call: stages one after the other, except stages 3 and 4 side by side where the plan runs them
-    concurrently (then the longer of the two, each at its time alone: 128-1163 tokens agree within 2 us);
-    the column sums beside them, left out."""
+    concurrently (then the longer of the two, each at its time alone: 128-1163 tokens agree within 2 us),
+    and stage 3 beside gelu_output's copy where that is its own launch (the longer of the two, the
+    copy's rate being that of the shared phase); the column sums beside them, left out."""
     ms = {kernel: p["ms"] for kernel, p in predicted.items() if kernel != COLUMN_SUMS}
     stage4 = next((ms[k] for k in (WEIGHT_GRAD, WEIGHT_GRAD_FP32) if k in ms), None)
     if tokens <= plan.overlap_stages_3_4_up_to and INPUT_GRAD in ms and stage4 is not None:
         return sum(ms.values()) - min(ms[INPUT_GRAD], stage4)
+    if FP16_COPY in ms and INPUT_GRAD in ms:
+        return sum(ms.values()) - min(ms[INPUT_GRAD], ms[FP16_COPY])
     return sum(ms.values())
 
 
@@ -437,9 +452,12 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
                 (limit, gemm(c)) for limit, c in value)
         elif f.name == "fp16_chunk":  # one number for every token count before 6caa1d8's table
             value = ((configs.ANY_TOKENS, value),) if isinstance(value, int) else tuple(map(tuple, value))
+        elif f.name == "gelu_copy_beside_stage3":
+            value = tuple(map(tuple, value))
         elif f.name == "layernorm":
             value = tuple((limit, configs.LayerNormConfig(**_known_fields(configs.LayerNormConfig, c))) for limit, c in value)
         known[f.name] = value
+    known.setdefault("gelu_copy_beside_stage3", ((configs.ANY_TOKENS, 0),))  # in stage 1 before v26
     if "layernorm" not in known and "layernorm_block_m" in record:  # one setting for every size
         old = OLD_LAYERNORM_DEFAULTS | {new: record[name] for name, new in OLD_LAYERNORM_FIELDS.items() if name in record}
         known["layernorm"] = ((configs.ANY_TOKENS, configs.LayerNormConfig(**old)),)

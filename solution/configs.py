@@ -65,7 +65,7 @@ class LaunchPlan:
     # Where stage 4 contracts fp16 copies and runs after stage 3 (beyond overlap_stages_3_4_up_to),
     # gelu_output's copy as its own launch beside stage 3 (fp16_copy.py), n > 0 persistent programs
     # an SM, or with 0 in stage 1's chunk programs; by tokens
-    gelu_copy_beside_stage3: tuple[tuple[int, int], ...] = ((ANY_TOKENS, 0),)
+    gelu_copy_beside_stage3: tuple[tuple[int, int], ...]
 
     def __hash__(self) -> int:
         """Computed once: the plan keys the per-shape caches that every call looks up, and hashing
@@ -206,6 +206,9 @@ _HOPPER = LaunchPlan(
     # results/v19_ab_0549a3e.json): 2984 93.5 -> 89.1 us, 7184: 191.8 -> 182.1, 17312: 423.1 ->
     # 415.2, 131072: 2945 -> 2884; 1163 unchanged (44.1 vs 44.1).
     stage4_reads_fp32_from=2048,
+    # Where stage 4 reads fp16 copies and runs after stage 3 (not here: from 2048 tokens it reads the
+    # fp32 inputs): gelu_output's copy stays in stage 1. sm_90's plan below moves it beside stage 3
+    gelu_copy_beside_stage3=((ANY_TOKENS, 0),),
 )
 
 # Hopper (sm_90) runs no MMA with an operand in registers. In weight_grad_fp32_kernel the rounded
@@ -252,7 +255,16 @@ _HOPPER = LaunchPlan(
 _HOPPER_SHARED_OPERANDS = replace(
     _HOPPER,
     stage4_reads_fp32_from=ANY_TOKENS,
-    gelu_copy_beside_stage3=((ANY_TOKENS, 1),),  # prototype
+    # Beyond 2048 tokens gelu_output's fp16 copy beside stage 3, not in stage 1 (which then moves 2.0
+    # instead of 3.6 GB at 131072 tokens: 389 vs 745 us), one program an SM up to 32768 tokens, two
+    # beyond. Against v25 (the copy in stage 1; official-style timer, 3 interleaved rounds, us;
+    # results/solutions_ab_1b6e80d.json), one / two programs an SM: 2984 tokens 84.8 / 85.5 vs 88.6,
+    # 7184: 175.6 / 174.1 vs 184.0, 17312: 393.9 / 399.1 vs 415.5, 131072: 2818 / 2784 vs 2894; stage 3
+    # beside the copy took 492 -> 659 / 730 us there, the copy 765 / 611. Launched after stage 3 the
+    # copy waited for stage 3's last wave (results/solutions_ab_d8eeb70.json), and launched first with
+    # the driver's shared-memory carveout it kept stage 3's programs off its SMs until it ended
+    # (results/solutions_ab_880b5b4.json): launches.py launches it first and asks for the largest carveout.
+    gelu_copy_beside_stage3=((32768, 1), (ANY_TOKENS, 2)),
     layernorm=(_HOPPER.layernorm[0], (2048, LayerNormConfig(block_m=8, warps=4, waves=4)),
                (ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4))),
 )

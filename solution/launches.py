@@ -1,4 +1,4 @@
-"""What one call launches, for a shape and a plan: five kernels, their grids, the order they need,
+"""What one call launches, for a shape and a plan: five or six kernels, their grids, the order they need,
 and their arguments named symbolically (a caller's tensor, a workspace, a TMA view of either, eps).
 
 The description depends only on the shape, the device's SM count and the plan, never on the data,
@@ -37,7 +37,7 @@ WORKSPACE_ALIGNMENT = 256  # bytes
 # compiled alone to 32 registers with spills: 68.5 us at 2984 tokens, 533 at 131072
 # (results/solutions_ab_2725fef.json).
 COLUMN_SUM_COLS, COLUMN_SUM_WARPS = 32, 4
-GELU_COPY_BLOCK = 8192  # elements a step of fp16_copy_kernel's programs (prototype: unmeasured)
+GELU_COPY_BLOCK = 8192  # elements a step of fp16_copy_kernel's programs (stage 1's chunk; not swept)
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,15 @@ def layernorm_row_programs(tokens: int, ln: LayerNormConfig, sms: int) -> int:
     return max(1, min(triton.cdiv(tokens, ln.block_m), ln.waves * sms))
 
 
+def gelu_copy_programs_per_sm(tokens: int, plan: LaunchPlan) -> int:
+    """Programs an SM of gelu_output's fp16 copy as its own launch beside stage 3 (fp16_copy.py), or 0
+    where there is none: stage 4 reads the fp32 input, or runs beside stage 3 (which the copy would
+    have to precede), or the plan keeps the copy in stage 1."""
+    if tokens >= plan.stage4_reads_fp32_from or tokens <= plan.overlap_stages_3_4_up_to:
+        return 0
+    return for_tokens(plan.gelu_copy_beside_stage3, tokens)
+
+
 @lru_cache(maxsize=32)
 def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     """The launches of one call (stages 1-4, in an order that respects `after`) and its workspaces
@@ -133,9 +142,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     chunk = for_tokens(plan.fp16_chunk, M)
     fp32_stage4 = M >= plan.stage4_reads_fp32_from  # else stage 1 copies hidden_states and gelu_output
     stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
-    # gelu_output's copy beside stage 3 (its own launch) rather than in stage 1
-    gelu_copy_programs = for_tokens(plan.gelu_copy_beside_stage3, M) * sms
-    gelu_copy_apart = not fp32_stage4 and not stages_3_4_overlap and gelu_copy_programs > 0
+    gelu_copy_programs = gelu_copy_programs_per_sm(M, plan) * sms
+    gelu_copy_apart = gelu_copy_programs > 0
 
     # the caller's tensors, as the kernels index them
     def caller(name: str, *shape: int) -> Buffer:

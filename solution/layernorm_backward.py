@@ -17,7 +17,8 @@ The same launch rounds the other GEMM operands to fp16 once, so that the GEMM ke
 operands: both weights as flat chunks of CHUNK elements (the programs after the row programs, one
 chunk each) and, with COPY_INPUTS (below configs.LaunchPlan.stage4_reads_fp32_from tokens), the
 inputs that stage 4 contracts over tokens: `hidden_states` in the row programs, alongside the
-LayerNorm rows, and `gelu_output` in further flat chunks. Without COPY_INPUTS stage 4 reads both
+LayerNorm rows, and `gelu_output` in further flat chunks (COPY_GELU; unless the plan makes that
+copy beside stage 3, fp16_copy.py). Without COPY_INPUTS stage 4 reads both
 fp32 inputs as they are and rounds them in its tiles. Where stage 3 splits its K
 loop, the launch also zeroes stage 3's arrival counters.
 """

@@ -107,19 +107,39 @@ def test_gelu_copy_moves_between_stages_1_and_2():
     assert in_stage1[tm.LAYERNORM]["bytes"] - high[tm.LAYERNORM]["bytes"] == 6 * above * 2048
 
 
+def test_gelu_copy_beside_stage3_moves_bytes_out_of_stage1():
+    """sm_90 beyond overlap_stages_3_4_up_to: gelu_output's copy (6 bytes an element) leaves stage 1
+    for its own launch between stages 2 and 3; the call moves the same bytes, and its predicted time
+    takes the longer of stage 3 and the copy."""
+    plan = configs.PLANS["sm_90"]
+    M = plan.overlap_stages_3_4_up_to + 1
+    in_stage1 = dataclasses.replace(plan, gelu_copy_beside_stage3=((configs.ANY_TOKENS, 0),))
+    apart, together = tm.stage_traffic(M, plan), tm.stage_traffic(M, in_stage1)
+    assert list(apart) == [tm.LAYERNORM, tm.GELU_PERSISTENT, tm.FP16_COPY, tm.INPUT_GRAD, tm.WEIGHT_GRAD, tm.COLUMN_SUMS]
+    assert tm.FP16_COPY not in together and tm.total(apart)["bytes"] == tm.total(together)["bytes"]
+    assert together[tm.LAYERNORM]["bytes"] - apart[tm.LAYERNORM]["bytes"] == apart[tm.FP16_COPY]["bytes"] == 6 * M * 2048
+    predicted = tm.predict(M, plan)
+    longer = max(predicted[tm.INPUT_GRAD]["ms"], predicted[tm.FP16_COPY]["ms"])
+    assert tm.call_ms(predicted, M, plan) == pytest.approx(
+        sum(p["ms"] for k, p in predicted.items() if k not in (tm.COLUMN_SUMS, tm.INPUT_GRAD, tm.FP16_COPY)) + longer)
+
+
 def launch_buffers(launch) -> dict[str, Buffer]:
     """The buffers a launch is given, by name (TMA views resolved to their buffer)."""
     buffers = (a.buffer if isinstance(a, Tiles) else a for a in launch.args)
     return {b.name: b for b in buffers if isinstance(b, Buffer)}
 
 
-@pytest.mark.parametrize("tokens", (128, 1163, 2047, 2048, 2984, 16384, 20000))
-def test_stages_move_the_buffers_the_launches_get(tokens, monkeypatch):
+@pytest.mark.parametrize("arch", ("sm_100", "sm_90"))
+@pytest.mark.parametrize("tokens", (128, 1163, 2047, 2048, 2984, 16384, 20000, 40000))
+def test_stages_move_the_buffers_the_launches_get(tokens, arch, monkeypatch):
     """Cross-check with the solution's own launch description: each stage reads and writes exactly
-    the buffers its launch takes, at the same dtype and size."""
+    the buffers its launch takes, at the same dtype and size (sm_90: the fp16 copies at every size,
+    gelu_output's beside stage 3 beyond 2048 tokens)."""
     monkeypatch.setattr(tm, "SMS", configs.multiprocessor_count(torch.device("cpu")))  # sizes ln_partials
-    call = describe_call(Dims(tokens, 512, 2048, torch.device("cpu")), PLAN)
-    stages = tm.stage_traffic(tokens, PLAN)
+    plan = configs.PLANS[arch]
+    call = describe_call(Dims(tokens, 512, 2048, torch.device("cpu")), plan)
+    stages = tm.stage_traffic(tokens, plan)
     assert [launch.kernel.fn.__name__ for launch in call.launches] == list(stages)
     for launch, (kernel, t) in zip(call.launches, stages.items()):
         given = launch_buffers(launch)
