@@ -6,7 +6,7 @@ replayed; CUDA events around each replay, L2 flushed before it, median of REPS.
 Prediction (traffic model): stage 1 + stage 2 move ~3.3 GB at 131072 tokens in ~1330 us today
 (2.5 TB/s); perfect overlap bounded by ~4 TB/s: ~830 us, so at best -500 us; chunking costs
 launches (~3-5 us a kernel) and wave tails."""
-import json, os, statistics, sys, time
+import json, os, statistics, sys
 import torch
 import reference
 from evaluation.provenance import provenance
@@ -124,7 +124,7 @@ for M in [int(x) for x in sys.argv[1].split(",")]:
 
                 res[f"chunks{C}_one_stream_us"] = time_graph(one_stream)
                 res[f"chunks{C}_two_streams_us"] = time_graph(two_streams)
-                del parts, items
+                parts = items = None  # the chunks' workspaces go before the next chunk count
         except Exception as e:
             res["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
         rows.append(res)
