@@ -19,8 +19,9 @@ def fp16_copy_kernel(
     n,
     BLOCK: tl.constexpr,
 ):
-    # 64-bit: M * I passes 2^31 from 2^20 tokens on
-    for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):
-        flat = tl.cast(start, tl.int64) + tl.arange(0, BLOCK)
+    # 64-bit offsets: M * I passes 2^31 from 2^20 tokens on
+    first = tl.program_id(0).to(tl.int64) * BLOCK
+    for start in range(first, n, tl.num_programs(0) * BLOCK):
+        flat = start + tl.arange(0, BLOCK)
         in_range = flat < n
         tl.store(dst + flat, tl.load(src + flat, mask=in_range).to(tl.float16), mask=in_range)
