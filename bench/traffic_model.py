@@ -14,7 +14,8 @@ tensors and the workspaces); stage keys are the kernel names the CUPTI records u
 written independently of that launch description; tests/test_traffic_model.py checks the two agree.
 The model follows the plan's two layouts: from LaunchPlan.stage4_reads_fp32_from tokens on, stage 4
 (weight_grad_fp32_kernel) reads the fp32 gelu_output and hidden_states; below, stage 1 writes fp16
-copies of both and stage 4 (weight_grad_kernel) reads those. The stored measurements ran the copies
+copies of both (gelu_output's in a launch of its own beside stage 3 where LaunchPlan.gelu_copy_beside_stage3
+says so, fp16_copy_kernel) and stage 4 (weight_grad_kernel) reads those. The stored measurements ran the copies
 at every token count, gelu_output's made in stage 2 from some size on (Fp16Copies), which the model
 also gives, for those rows and as the baseline of the leads.
 
@@ -62,8 +63,9 @@ class Fp16Copies:
     """The layout of every stored measurement, at every token count: stage 1 rounded hidden_states
     to fp16 in its row programs and gelu_output in its chunk programs (or, from `gelu_in_stage2_from`
     tokens on where stage 2 is persistent, stage 2's epilogue did), and stage 4 read those copies
-    (LaunchPlan.round_gelu_in_stage2_from of that time). Today's plan has the copies, made in stage 1,
-    below stage4_reads_fp32_from tokens only."""
+    (LaunchPlan.round_gelu_in_stage2_from of that time). Today's plans have the copies below
+    stage4_reads_fp32_from tokens only, made in stage 1, or gelu_output's in its own launch beside
+    stage 3 (gelu_beside_stage3: sm_90 beyond 2048 tokens)."""
 
     gelu_in_stage2_from: int
     gelu_beside_stage3: bool = False  # gelu_output's copy its own launch beside stage 3 (v26 on, Hopper)
@@ -71,7 +73,7 @@ class Fp16Copies:
 
 MAIN_COPIES = Fp16Copies(gelu_in_stage2_from=16384)  # main's plan before the hybrid stage 4
 COPIES_IN_STAGE1 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS)  # below stage4_reads_fp32_from
-COPIES_BESIDE_STAGE3 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS, gelu_beside_stage3=True)  # there, after stage 3
+COPIES_BESIDE_STAGE3 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS, gelu_beside_stage3=True)  # stage 4 after stage 3, the copy beside it
 
 
 class UsageError(Exception):
@@ -269,8 +271,10 @@ EFFICIENCY[WEIGHT_GRAD_FP32] = Efficiency(3.57, STAGE4_FP32_PROTOTYPE_TFLOPS,
 # call (call_ms); not measured alone: stage 1's rate stands in for theirs
 EFFICIENCY[COLUMN_SUMS] = Efficiency(3.57, 0.0, "not measured: stage 1's rate (beside stages 3 and 4)")
 # gelu_output's copy beside stage 3 (v26): the two side by side at 131072 tokens, the copy on 2 programs an
-# SM, took 730 us (stage 3, 492 alone) and 611 (the copy; results/solutions_ab_1b6e80d.json). Its rate is
-# its 1.61 GB over that phase, so that the longer of the two predicts the phase (call_ms)
+# SM, took 730 us (stage 3, 492 alone) and 611 (the copy; results/solutions_ab_1b6e80d.json): a phase of
+# ~735 us. Its rate is its 1.61 GB over that phase, so that the longer of the two predicts the phase
+# (call_ms). Fitted with two programs an SM; the plan runs one up to 32768 tokens (there the copy took
+# 104.7 us at 17312 tokens beside stage 3's 111.2, same file; the model: 101.1)
 EFFICIENCY[FP16_COPY] = Efficiency(2.19, 0.0, "the phase beside stage 3, 131072 tokens")
 # Stage 1's LayerNorm row programs alone (4 a SM, 8 rows a step) stream slower than its copy chunks:
 # 1.36 GB in 480.2 us without the gelu_output copy (results/overlap_6a1d1d9.json, 131072 tokens)

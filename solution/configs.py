@@ -60,7 +60,8 @@ class LaunchPlan:
     # CUDA graph, so that each fills SMs the other leaves idle; beyond, one after the other
     overlap_stages_3_4_up_to: int
     # From this many tokens on stage 4 reads the fp32 gelu_output and hidden_states (rounding them in
-    # its tiles); below, stage 1 writes fp16 copies of both and stage 4 contracts those
+    # its tiles); below, stage 1 writes fp16 copies of both (gelu_output's: see gelu_copy_beside_stage3)
+    # and stage 4 contracts those
     stage4_reads_fp32_from: int
     # Where stage 4 contracts fp16 copies and runs after stage 3 (beyond overlap_stages_3_4_up_to),
     # gelu_output's copy as its own launch beside stage 3 (fp16_copy.py), n > 0 persistent programs

@@ -140,7 +140,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     row_programs = layernorm_row_programs(M, ln, sms)
     bias_partial_rows = triton.cdiv(M, g2.block_m)
     chunk = for_tokens(plan.fp16_chunk, M)
-    fp32_stage4 = M >= plan.stage4_reads_fp32_from  # else stage 1 copies hidden_states and gelu_output
+    # else fp16 copies of hidden_states and gelu_output: stage 1 makes them, or gelu_output's the copy launch
+    fp32_stage4 = M >= plan.stage4_reads_fp32_from
     stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
     gelu_copy_programs = gelu_copy_programs_per_sm(M, plan) * sms
     gelu_copy_apart = gelu_copy_programs > 0
@@ -211,7 +212,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         gemm_operands4 = (
             Tiles(gelu_output, (g4.block_k, g4.block_m)), Tiles(hidden_states, (g4.block_k, g4.block_m)),
             Tiles(grad_residual_f16, (g4.block_k, g4.block_n)), Tiles(grad_fc1_output, (g4.block_k, g4.block_n)))
-    else:  # stage 1's fp16 copies
+    else:  # the fp16 copies (stage 1's; gelu_output's from the copy launch where there is one)
         kernel4 = weight_grad_kernel
         gemm_operands4 = (
             Tiles(grad_residual_f16, (g4.block_k, g4.block_m)), Tiles(gelu_output_f16, (g4.block_k, g4.block_n)),

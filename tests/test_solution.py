@@ -259,6 +259,7 @@ def test_gelu_copy_beside_stage3(device, nan_outputs, outputs_pass):
     assert names[2:5] == ["fp16_copy_kernel", "input_grad_gemm_kernel", "weight_grad_kernel"]
     assert launches[2].after == launches[3].after == (1,) and launches[4].after == (3, 2)
     assert not launches[0].constexprs["COPY_GELU"] and launches[0].constexprs["COPY_INPUTS"]
+    assert launches[2].shared_carveout == 100 and all(launch.shared_carveout is None for launch in launches[3:])
 
 
 STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.ANY_TOKENS, id="stage4-reads-fp16-copies")]
@@ -322,7 +323,7 @@ def test_stage_order(overlap, stage4_after):
 @pytest.mark.gpu
 @pytest.mark.parametrize("overlap", [False, True], ids=["in-order", "stages-3-4-concurrent"])
 def test_launches_as_cuda_graph(overlap, device, nan_outputs, outputs_pass):
-    """The five launches as a CUDA graph, stages 3 and 4 in order or concurrent, twice in a row with
+    """The five (or six) launches as a CUDA graph, stages 3 and 4 in order or concurrent, twice in a row with
     other arguments (the second call must not reuse the first one's)."""
     plan = device_plan(device, overlap_stages_3_4_up_to=configs.ANY_TOKENS if overlap else 0)
     for seed, (batch, seq) in ((380, (2, 37)), (381, (1, 50))):

@@ -9,6 +9,8 @@ Session 15: the column sums as their own launch beside stages 3 and 4 (solution/
 against v23, where they ran inside stage 4's grid (a second wave on Hopper); and, with them out of
 that grid, stage 1 in 2 rows on 2 warps from 2049 tokens (faster itself at 2984 tokens, 23.4 vs
 26.2 us, results/stage4_second_wave_ab_f167469.json, but with 528 partial rows to sum).
+Session 16: v24 against v25 (gelu' in the sigmoid form), v25 against the gelu_output copy beside
+stage 3 (v26), its programs an SM as variants (gelu-copy-x2, -x4; gelu-copy-in-stage1 the v25 layout).
 
     PYTHONPATH=. python bench/experiments/ab_solutions.py OLD_SOLUTION_DIR 128,2984 [--variant 2rows-from-2049]   # on the GPU machine
 """
@@ -35,10 +37,10 @@ def _two_rows_from_2049(plan: configs.LaunchPlan) -> configs.LaunchPlan:
     return dataclasses.replace(plan, layernorm=kept + ((ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4)),))
 
 
-def _gelu_copy(programs_per_sm: int, up_to: int = ANY_TOKENS):
+def _gelu_copy(programs_per_sm: int):
+    """gelu_output's copy beside stage 3 on `programs_per_sm` programs an SM at every size (0: in stage 1)."""
     def variant(plan: configs.LaunchPlan) -> configs.LaunchPlan:
-        table = ((up_to, programs_per_sm),) + (((ANY_TOKENS, 0),) if up_to < ANY_TOKENS else ())
-        return dataclasses.replace(plan, gelu_copy_beside_stage3=table)
+        return dataclasses.replace(plan, gelu_copy_beside_stage3=((ANY_TOKENS, programs_per_sm),))
     return variant
 
 

@@ -17,8 +17,10 @@ timer: cold L2, shifting addresses, median of 50, CUPTI kernel time):
                 overlaps the MMAs (the one-tile kernel's order); 255 registers in 64x128 tiles
   flattened     the tile loop flattened into the K loop (tl.range flatten): the pipeliner then also
                 prefetches fc1_output by TMA (+32 KiB of shared memory: 2 programs an SM, not 3)
-  sigmoid-form  gelu' as s (1 + x (1 - s) 2 du/dx), s = sigmoid(2u): 14 fp32 instructions an element
-                instead of 20 (shipped from b9e8d12 on, solution/gelu.py)
+  v24-gelu      the shipped kernel with v24's gelu', 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx (20 fp32
+                instructions an element; solution/gelu.py's sigmoid form since v25, b9e8d12, has 14).
+                The sigmoid_795d795 results ran this script from 795d795's tree, where "shipped" was
+                v24's form and "sigmoid-form" the one shipped since
   tma-store     grad_fc1_output stored by TMA instead of by pointers after a layout conversion
   gemm-only     diagnostic: the persistent K loop with no epilogue but an fp16 store of the product
   epilogue-only diagnostic: fc1_output read, gelu' applied, grad_fc1_output and the bias partial sums
@@ -89,20 +91,21 @@ def flattened_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_
 
 
 @triton.jit
-def gelu_grad_sigmoid_form(x):
-    """gelu'(x) in fewer instructions: with s = sigmoid(2u), 1 + t = 2s and 1 - t^2 = 4s(1 - s), so
-    gelu'(x) = s (1 + x (1 - s) 2 du/dx)."""
+def gelu_grad_v24_form(x):
+    """gelu'(x) as v24 wrote it: 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx, t = tanh(u) = 2 sigmoid(2u) - 1
+    (20 fp32 instructions an element; solution/gelu.py has the sigmoid form since v25)."""
     x2 = x * x
-    s = tl.sigmoid(x * (x2 * (2.0 * 0.7978845608028654 * 0.044715) + 2.0 * 0.7978845608028654))
-    twice_du_dx = x2 * (6.0 * 0.7978845608028654 * 0.044715) + 2.0 * 0.7978845608028654
-    return s * ((x * (1.0 - s)) * twice_du_dx + 1.0)
+    u = 0.7978845608028654 * (x + 0.044715 * x2 * x)
+    t = 2.0 * tl.sigmoid(2.0 * u) - 1.0
+    du_dx = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x2)
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx
 
 
 @triton.jit
-def cheap_gelu_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
-                                 H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    """The shipped persistent kernel with gelu' in the sigmoid form."""
+def v24_gelu_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
+                               H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                               BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """The shipped persistent kernel with v24's gelu' (the baseline of v25's change)."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
         tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
@@ -110,7 +113,7 @@ def cheap_gelu_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for k in range(0, H, BLOCK_K):
             acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
-        d = acc * gelu_grad_sigmoid_form(fc1_output.load([row, col]))
+        d = acc * gelu_grad_v24_form(fc1_output.load([row, col]))
         store_tile(grad_fc1_output, d.to(tl.float16), row, col, M, I, BLOCK_M, BLOCK_N)
         tl.store(bias_partials + tile_m * I + col + tl.arange(0, BLOCK_N), tl.sum(d, axis=0))
 
@@ -181,8 +184,7 @@ class Variant:
 
 VARIANTS = {
     "shipped 64x128 w4 s3 x3": Variant(gelu_backward_persistent_kernel, 64, 128, 4, 3, 3, True),
-    "sigmoid-form 64x128 w4 s3 x3": Variant(cheap_gelu_persistent_kernel, 64, 128, 4, 3, 3, True),
-    "sigmoid-form 64x128 w4 s4 x2": Variant(cheap_gelu_persistent_kernel, 64, 128, 4, 4, 2, True),
+    "v24-gelu 64x128 w4 s3 x3": Variant(v24_gelu_persistent_kernel, 64, 128, 4, 3, 3, True),
     "shipped 64x128 w4 s2 x3": Variant(gelu_backward_persistent_kernel, 64, 128, 4, 2, 3, True),
     "tma-store 64x128 w4 s2 x3": Variant(tma_store_kernel, 64, 128, 4, 2, 3, True, out_by_tma=True),
     "tma-store 64x128x32 w4 s4 x3": Variant(tma_store_kernel, 64, 128, 4, 4, 3, True, out_by_tma=True, block_k=32),
