@@ -458,10 +458,14 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
             value = ((configs.ANY_TOKENS, value),) if isinstance(value, int) else tuple(map(tuple, value))
         elif f.name == "gelu_copy_beside_stage3":
             value = tuple(map(tuple, value))
+        elif f.name == "column_sums":
+            value = configs.ColumnSumConfig(**_known_fields(configs.ColumnSumConfig, value))
         elif f.name == "layernorm":
             value = tuple((limit, configs.LayerNormConfig(**_known_fields(configs.LayerNormConfig, c))) for limit, c in value)
         known[f.name] = value
     known.setdefault("gelu_copy_beside_stage3", ((configs.ANY_TOKENS, 0),))  # in stage 1 before v26
+    if "column_sums" not in known and "sum_block_r" in record:  # the plan's one column-sum field before v26
+        known["column_sums"] = dataclasses.replace(default.column_sums, block_r=record["sum_block_r"])
     if "layernorm" not in known and "layernorm_block_m" in record:  # one setting for every size
         old = OLD_LAYERNORM_DEFAULTS | {new: record[name] for name, new in OLD_LAYERNORM_FIELDS.items() if name in record}
         known["layernorm"] = ((configs.ANY_TOKENS, configs.LayerNormConfig(**old)),)

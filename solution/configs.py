@@ -47,6 +47,16 @@ class LayerNormConfig:
 
 
 @dataclass(frozen=True)
+class ColumnSumConfig:
+    """The column sums' launch (column_sums.py): one program per `cols`-wide column slice, summing
+    `block_r` partial rows a step."""
+
+    cols: int
+    warps: int
+    block_r: int
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
     layernorm: tuple[tuple[int, LayerNormConfig], ...]  # stage 1, by tokens
     fp16_chunk: tuple[tuple[int, int], ...]  # elements each stage-1 program rounds to fp16 (of each weight, or of gelu_output), by tokens
@@ -55,7 +65,7 @@ class LaunchPlan:
     # stage 4: x^T @ y over tokens, block_m x block_n tiles of x^T @ y (x: grad_residual or
     # grad_fc1_output below stage4_reads_fp32_from tokens; from there gelu_output or hidden_states)
     weight_gemm: tuple[tuple[int, GemmConfig], ...]  # by tokens
-    sum_block_r: int  # rows per step of the final column sums
+    column_sums: ColumnSumConfig  # the bias and LayerNorm column sums' launch
     # Up to this many tokens stages 3 and 4 (both need only stages 1 and 2) run concurrently in the
     # CUDA graph, so that each fills SMs the other leaves idle; beyond, one after the other
     overlap_stages_3_4_up_to: int
@@ -189,7 +199,14 @@ _HOPPER = LaunchPlan(
         (256, GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=2)),
         (ANY_TOKENS, GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4)),
     ),
-    sum_block_r=256,  # rows a step of the column sums (launches.py: COLUMN_SUM_COLS, the measurements)
+    # The column sums: 32-column slices (112 programs) on 4 warps, 256 rows a step, 64 floats a thread
+    # in flight. Beside stage 3 a step took ~4 us whatever its size (latency under load), so the fewer
+    # steps the better: 128-column slices of 64 rows took 36 us at 2984 tokens with 528 LayerNorm
+    # partial rows (longer than stage 3), 116 us at 131072 (results/solutions_ab_d964b83.json); H-wide
+    # slices of 32 rows, as when they ran inside stage 4, compiled alone to 32 registers with spills:
+    # 68.5 us at 2984 tokens, 533 at 131072 (results/solutions_ab_2725fef.json). Inside stage 4 (v23),
+    # 64 rows a step instead of 32 changed nothing (results/stage4_second_wave_ab_f167469.json)
+    column_sums=ColumnSumConfig(cols=32, warps=4, block_r=256),
     # Stages 3 and 4 concurrent vs in order (official timer, one run, results/overlap_6a1d1d9.json):
     # 128 tokens 22.9 vs 26.2 us, 422: 28.1 vs 32.6, 1163: 43.8 vs 50.3; from 2984 tokens both
     # kernels fill the GPU and in order is as fast or faster (2984: 94.4 vs 92.4, 7184: 192.7 vs

@@ -29,14 +29,6 @@ from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
 from .weight_grad_gemm import weight_grad_fp32_kernel, weight_grad_kernel, weight_grad_programs
 
 WORKSPACE_ALIGNMENT = 256  # bytes
-# The column sums: 32-column slices (112 programs) on 4 warps, 256 rows a step (configs:
-# sum_block_r), 64 floats a thread in flight. Beside stage 3 a step took ~4 us whatever its size
-# (latency under load), so the fewer steps the better: 128-column slices of 64 rows took 36 us at
-# 2984 tokens with 528 LayerNorm partial rows (longer than stage 3), 116 us at 131072
-# (results/solutions_ab_d964b83.json); H-wide slices of 32 rows, as when they ran inside stage 4,
-# compiled alone to 32 registers with spills: 68.5 us at 2984 tokens, 533 at 131072
-# (results/solutions_ab_2725fef.json).
-COLUMN_SUM_COLS, COLUMN_SUM_WARPS = 32, 4
 GELU_COPY_BLOCK = 8192  # elements a step of fp16_copy_kernel's programs (stage 1's chunk; not swept)
 
 
@@ -224,10 +216,11 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         _gemm_options(g4), after=(1,) if stages_3_4_overlap else (3, 2) if gelu_copy_apart else (2,))
     # the column sums need stages 1 and 2 only: beside stages 3 and 4
     column_sums = Launch(
-        column_sums_kernel, column_sum_programs(H, I, COLUMN_SUM_COLS),
+        column_sums_kernel, column_sum_programs(H, I, plan.column_sums.cols),
         (ln_partials, row_programs, bias_partials, bias_partial_rows, grad_ln_weight, grad_ln_bias, grad_fc2_bias,
          grad_fc1_bias),
-        dict(H=H, I=I, COLS=COLUMN_SUM_COLS, SUM_BLOCK_R=plan.sum_block_r), dict(num_warps=COLUMN_SUM_WARPS),
+        dict(H=H, I=I, COLS=plan.column_sums.cols, SUM_BLOCK_R=plan.column_sums.block_r),
+        dict(num_warps=plan.column_sums.warps),
         after=(1,))
 
     # gelu_output's copy for stage 4, where it is apart from stage 1: beside stage 3 (after stage 2,

@@ -340,7 +340,7 @@ def test_a_plans_hash_follows_its_equality():
     for other in (dataclasses.replace(plan), copy.deepcopy(plan), pickle.loads(pickle.dumps(plan))):
         assert other == plan and hash(other) == hash(plan)
     assert "_hash" not in pickle.loads(pickle.dumps(plan)).__dict__
-    changed = dataclasses.replace(plan, sum_block_r=plan.sum_block_r * 2)
+    changed = dataclasses.replace(plan, column_sums=dataclasses.replace(plan.column_sums, block_r=64))
     assert changed != plan and hash(changed) != hash(plan)
     changed = dataclasses.replace(plan, layernorm=((configs.ANY_TOKENS, configs.LayerNormConfig(1, 1, 1)),))
     assert changed != plan and hash(changed) != hash(plan)

@@ -35,7 +35,7 @@ def variants(plan: configs.LaunchPlan) -> dict[str, configs.LaunchPlan]:
     stage4_s3 = dataclasses.replace(plan, weight_gemm=s3)
     two_rows = tuple((limit, ln) for limit, ln in plan.layernorm if limit <= 2048) + (
         (ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4)),)
-    return {"checkout": plan, "stage4-s3": stage4_s3, "sums-r64": dataclasses.replace(plan, sum_block_r=64),
+    return {"checkout": plan, "stage4-s3": stage4_s3, "sums-r64": dataclasses.replace(plan, column_sums=dataclasses.replace(plan.column_sums, block_r=64)),
             "stage4-s3+2rows": dataclasses.replace(stage4_s3, layernorm=two_rows)}
 
 
