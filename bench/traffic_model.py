@@ -419,6 +419,7 @@ def unmodelled_fields(record: dict | None) -> list[str]:
     """Fields of a results row's plan that today's LaunchPlan does not have (options since removed),
     except the one copies_from_record reads."""
     translated = set(OLD_LAYERNORM_FIELDS) if record and "layernorm_block_m" in record else set()
+    translated |= {"sum_block_r"}  # plan_from_record's column_sums
     return sorted(set(record or {}) - {f.name for f in dataclasses.fields(LaunchPlan)} - {COPIES_FIELD} - translated)
 
 

@@ -231,6 +231,16 @@ def test_plan_from_record_translates_stage1s_old_fields():
     assert tm.plan_from_record(older).layernorm == ((configs.ANY_TOKENS, dataclasses.replace(expected, warps=4)),)
 
 
+def test_plan_from_record_translates_old_column_sum_and_copy_fields():
+    """Rows from before v26: the column sums' one field (sum_block_r) and no gelu_output copy launch."""
+    old = measured(2984, "default")["plan"]
+    assert "sum_block_r" in old and "column_sums" not in old and "gelu_copy_beside_stage3" not in old
+    plan = tm.plan_from_record(old)
+    assert plan.column_sums == dataclasses.replace(configs.PLANS["sm_90"].column_sums, block_r=old["sum_block_r"])
+    assert plan.gelu_copy_beside_stage3 == ((configs.ANY_TOKENS, 0),)
+    assert "sum_block_r" not in tm.unmodelled_fields(old)
+
+
 def test_leads_save_bytes():
     rows = dict((label[:2], (ms, moved)) for label, ms, moved in tm.leads(131072, PLAN))
     main = tm.total(tm.stage_traffic(131072, PLAN, tm.MAIN_COPIES))["bytes"]
