@@ -5,8 +5,8 @@ LaunchPlan.overlap_stages_3_4_up_to tokens), the 1.6 GB a 131072-token call spen
 (gelu_output read in fp32, written in fp16: 6 bytes an element) need not sit in stage 1, which is
 memory-bound already. Stage 3 (a GEMM over K = 2048: one 8-warp program an SM beyond 4096 tokens,
 two 4-warp ones below) leaves memory bandwidth, registers and threads free; this launch fills them.
-It must be launched before stage 3 and ask for the largest shared-memory carveout (launches.py). Persistent: `programs` programs step
-through the flat tensor BLOCK elements at a time.
+It must be launched before stage 3 and ask for the largest shared-memory carveout (launches.py).
+Persistent: each program steps through the flat tensor BLOCK elements at a time.
 """
 
 import triton

@@ -179,7 +179,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
          gelu_output if copy_gelu_in_stage1 else None, fc1_weight, fc2_weight, grad_residual, grad_residual_f16,
          hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None, fc1_weight_f16, fc2_weight_f16,
          ln_partials, input_arrivals, M, row_programs, tiles3 if input_arrivals is not None else None),
-        dict(H=H, I=I, BLOCK_M=ln.block_m, CHUNK=chunk, COPY_INPUTS=not fp32_stage4, COPY_GELU=copy_gelu_in_stage1),
+        dict(H=H, I=I, BLOCK_M=ln.block_m, CHUNK=chunk, COPY_HIDDEN=not fp32_stage4, COPY_GELU=copy_gelu_in_stage1),
         dict(num_warps=ln.warps), after=())
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)

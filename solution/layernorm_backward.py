@@ -15,11 +15,11 @@ reduces in a fixed order (deterministic).
 
 The same launch rounds the other GEMM operands to fp16 once, so that the GEMM kernels read 16-bit
 operands: both weights as flat chunks of CHUNK elements (the programs after the row programs, one
-chunk each) and, with COPY_INPUTS (below configs.LaunchPlan.stage4_reads_fp32_from tokens), the
-inputs that stage 4 contracts over tokens: `hidden_states` in the row programs, alongside the
-LayerNorm rows, and `gelu_output` in further flat chunks (COPY_GELU; unless the plan makes that
-copy beside stage 3, fp16_copy.py). Without COPY_INPUTS stage 4 reads both
-fp32 inputs as they are and rounds them in its tiles. Where stage 3 splits its K
+chunk each) and, below configs.LaunchPlan.stage4_reads_fp32_from tokens, the inputs that stage 4
+contracts over tokens: `hidden_states` in the row programs, alongside the LayerNorm rows
+(COPY_HIDDEN), and `gelu_output` in further flat chunks (COPY_GELU; unless the plan makes that copy
+beside stage 3, fp16_copy.py). From that threshold on stage 4 reads both fp32 inputs as they are and
+rounds them in its tiles. Where stage 3 splits its K
 loop, the launch also zeroes stage 3's arrival counters.
 """
 
@@ -35,15 +35,15 @@ def layernorm_backward_rows(
     var,  # (M,) fp32
     ln_weight,  # (H,) fp32
     eps,  # fp32 scalar
-    hidden_states,  # (M, H) fp32, if COPY_INPUTS (else None)
+    hidden_states,  # (M, H) fp32, if COPY_HIDDEN (else None)
     grad_residual,  # out (M, H) fp32
     grad_residual_f16,  # out (M, H) fp16
-    hidden_states_f16,  # out (M, H) fp16, if COPY_INPUTS (else None)
+    hidden_states_f16,  # out (M, H) fp16, if COPY_HIDDEN (else None)
     partials_row,  # out (3, H) fp32: this program's row of the partial sums
     M,
     H: tl.constexpr,
     BLOCK_M: tl.constexpr,
-    COPY_INPUTS: tl.constexpr,  # also round hidden_states to fp16
+    COPY_HIDDEN: tl.constexpr,  # also round hidden_states to fp16
 ):
     cols = tl.arange(0, H)
     w = tl.load(ln_weight + cols)
@@ -63,7 +63,7 @@ def layernorm_backward_rows(
         dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])  # zero on masked rows
         tl.store(grad_residual + offsets, dx, mask=row_ok[:, None])
         tl.store(grad_residual_f16 + offsets, dx.to(tl.float16), mask=row_ok[:, None])
-        if COPY_INPUTS:
+        if COPY_HIDDEN:
             x = tl.load(hidden_states + offsets, mask=row_ok[:, None], other=0.0)
             tl.store(hidden_states_f16 + offsets, x.to(tl.float16), mask=row_ok[:, None])
         sum_dy_xhat += tl.sum(dy * xhat, axis=0)
@@ -116,7 +116,7 @@ def layernorm_backward_kernel(
     I: tl.constexpr,
     BLOCK_M: tl.constexpr,
     CHUNK: tl.constexpr,
-    COPY_INPUTS: tl.constexpr,  # also write hidden_states_f16 (else None)
+    COPY_HIDDEN: tl.constexpr,  # also write hidden_states_f16 (else None)
     COPY_GELU: tl.constexpr,  # also write gelu_output_f16 (else None: not needed, or made beside stage 3)
 ):
     """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16. Where stage 3
@@ -129,7 +129,7 @@ def layernorm_backward_kernel(
     if pid < row_programs:
         layernorm_backward_rows(pid, row_programs, grad_output, normalized, var, ln_weight, eps, hidden_states,
                                 grad_residual, grad_residual_f16, hidden_states_f16, partials + pid * (3 * H),
-                                M, H, BLOCK_M, COPY_INPUTS)
+                                M, H, BLOCK_M, COPY_HIDDEN)
     else:
         round_to_fp16_chunk(pid - row_programs, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
                             gelu_output_f16, M, H, I, CHUNK, COPY_GELU)

@@ -258,7 +258,7 @@ def test_gelu_copy_beside_stage3(device, nan_outputs, outputs_pass):
     names = [launch.kernel.fn.__name__ for launch in launches]
     assert names[2:5] == ["fp16_copy_kernel", "input_grad_gemm_kernel", "weight_grad_kernel"]
     assert launches[2].after == launches[3].after == (1,) and launches[4].after == (3, 2)
-    assert not launches[0].constexprs["COPY_GELU"] and launches[0].constexprs["COPY_INPUTS"]
+    assert not launches[0].constexprs["COPY_GELU"] and launches[0].constexprs["COPY_HIDDEN"]
     assert launches[2].shared_carveout == 100 and all(launch.shared_carveout is None for launch in launches[3:])
 
 
@@ -288,7 +288,7 @@ def test_stage4_layout_by_tokens():
     below, at = described(plan.stage4_reads_fp32_from - 1), described(plan.stage4_reads_fp32_from)
     copies = {"hidden_states_f16", "gelu_output_f16"}
     assert copies <= {w.name for w in below.workspaces} and not copies & {w.name for w in at.workspaces}
-    assert below.launches[0].constexprs["COPY_INPUTS"] and not at.launches[0].constexprs["COPY_INPUTS"]
+    assert below.launches[0].constexprs["COPY_HIDDEN"] and not at.launches[0].constexprs["COPY_HIDDEN"]
     assert below.launches[0].grid > at.launches[0].grid
     assert below.launches[3].kernel.__name__ == "weight_grad_kernel"
     assert at.launches[3].kernel.__name__ == "weight_grad_fp32_kernel"

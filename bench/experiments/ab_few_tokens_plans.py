@@ -28,15 +28,12 @@ v22's there; the stage-4 variants replace stage 4's whole table.
     PYTHONPATH=. python bench/experiments/ab_few_tokens_plans.py 128,131,422,613,1163 [VARIANT,...]   # on the GPU machine
 """
 import dataclasses
-import os
 import sys
 
 import torch
 
-from bench.experiments.workload_case import (WORKLOAD_TOKENS, checked_and_timed, measure_each, plan_runs,
-                                              workload_tokens)
+from bench.experiments.workload_case import WORKLOAD_TOKENS, plan_ab, workload_tokens
 from bench.gpu import require_gpu
-from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import ANY_TOKENS, GemmConfig
 
@@ -84,12 +81,7 @@ def main(argv: list[str]) -> int:
             print(f"unknown variants {unknown}: {list(plans)}", file=sys.stderr)
             return 2
         plans = {n: p for n, p in plans.items() if n == "checkout" or n in argv[1].split(",")}
-    out = os.path.join(os.environ.get("OUT", "."), "few_tokens_plans_ab.json")
-    measure_each(tokens, lambda t: checked_and_timed(t, plan_runs(plans)), out, {
-        "provenance": provenance("A/B of few-token plan variants (stage 4 pipeline depth, stage 3 K split); "
-                                 "evaluation.timer.time_call (official-style), 3 interleaved rounds, median of 50 "
-                                 "each"),
-        "plans": {k: dataclasses.asdict(p) for k, p in plans.items()}})
+    plan_ab(tokens, plans, "few_tokens_plans_ab.json", "few-token plan variants (stage 4 pipeline depth, stage 3 K split)")
     return 0
 
 

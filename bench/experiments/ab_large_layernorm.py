@@ -15,16 +15,13 @@ programs an SM at most), e.g. `2rows-w2-x2` (fewer row programs: stage 4 sums fe
     PYTHONPATH=. python bench/experiments/ab_large_layernorm.py 69568,131072 [BEYOND [LAUNCH,...]]   # on the GPU machine
 """
 import dataclasses
-import os
 import re
 import sys
 
 import torch
 
-from bench.experiments.workload_case import (WORKLOAD_TOKENS, checked_and_timed, measure_each, plan_runs,
-                                              workload_tokens)
+from bench.experiments.workload_case import WORKLOAD_TOKENS, plan_ab, workload_tokens
 from bench.gpu import require_gpu
-from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import ANY_TOKENS, LayerNormConfig
 
@@ -62,11 +59,7 @@ def main(argv: list[str]) -> int:
         return 2
     require_gpu("ab_large_layernorm")
     plans = variants(configs.launch_plan(torch.device("cuda")), beyond, launches)
-    out = os.path.join(os.environ.get("OUT", "."), "large_layernorm_ab.json")
-    measure_each(tokens, lambda t: checked_and_timed(t, plan_runs(plans)), out, {
-        "provenance": provenance(f"A/B of stage 1's launch beyond {beyond} tokens; evaluation.timer.time_call "
-                                 "(official-style), 3 interleaved rounds, median of 50 each"),
-        "plans": {k: dataclasses.asdict(p) for k, p in plans.items()}})
+    plan_ab(tokens, plans, "large_layernorm_ab.json", f"stage 1's launch beyond {beyond} tokens")
     return 0
 
 

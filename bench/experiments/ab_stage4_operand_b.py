@@ -19,15 +19,12 @@ checked against the reference first.
     PYTHONPATH=. python bench/experiments/ab_stage4_operand_b.py 2984,17312,131072   # on the GPU machine
 """
 import dataclasses
-import os
 import sys
 
 import torch
 
-from bench.experiments.workload_case import (WORKLOAD_TOKENS, checked_and_timed, measure_each, plan_runs,
-                                              workload_tokens)
+from bench.experiments.workload_case import WORKLOAD_TOKENS, plan_ab, workload_tokens
 from bench.gpu import require_gpu
-from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import GemmConfig
 
@@ -52,11 +49,7 @@ def main(argv: list[str]) -> int:
         return 2
     require_gpu("ab_stage4_operand_b")
     plans = variants()
-    out = os.path.join(os.environ.get("OUT", "."), "stage4_operand_b_ab.json")
-    measure_each(tokens, lambda t: checked_and_timed(t, plan_runs(plans)), out, {
-        "provenance": provenance("A/B of stage 4 with the rounded fp32 tile as wgmma's B operand vs Hopper's v21 "
-                                 "plan; evaluation.timer.time_call (official-style), 3 interleaved rounds, median of "
-                                 "50 each")})
+    plan_ab(tokens, plans, "stage4_operand_b_ab.json", "stage 4 with the rounded fp32 tile as wgmma's B operand vs Hopper's v21 plan")
     return 0
 
 

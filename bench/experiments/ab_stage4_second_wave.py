@@ -17,15 +17,12 @@ tokens, stage 1 with 528 row programs made stage 4 6 us slower than with 373
     PYTHONPATH=. python bench/experiments/ab_stage4_second_wave.py 2984,3602,7184,17312   # on the GPU machine
 """
 import dataclasses
-import os
 import sys
 
 import torch
 
-from bench.experiments.workload_case import (WORKLOAD_TOKENS, checked_and_timed, measure_each, plan_runs,
-                                              workload_tokens)
+from bench.experiments.workload_case import WORKLOAD_TOKENS, plan_ab, workload_tokens
 from bench.gpu import require_gpu
-from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import ANY_TOKENS, LayerNormConfig
 
@@ -48,12 +45,7 @@ def main(argv: list[str]) -> int:
         return 2
     require_gpu("ab_stage4_second_wave")
     plans = variants(configs.launch_plan(torch.device("cuda")))
-    out = os.path.join(os.environ.get("OUT", "."), "stage4_second_wave_ab.json")
-    measure_each(tokens, lambda t: checked_and_timed(t, plan_runs(plans)), out, {
-        "provenance": provenance("A/B of stage 4's second wave (pipeline depth, column-sum step, stage 1 launch); "
-                                 "evaluation.timer.time_call (official-style), 3 interleaved rounds, median of 50 "
-                                 "each"),
-        "plans": {k: dataclasses.asdict(p) for k, p in plans.items()}})
+    plan_ab(tokens, plans, "stage4_second_wave_ab.json", "stage 4's second wave (pipeline depth, column-sum step, stage 1 launch)")
     return 0
 
 

@@ -56,17 +56,29 @@ H, I = 512, 2048
 
 
 @triton.jit
+def tile_origin(tile, tiles_m, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row tile, first row, first column) of a persistent program's `tile`, in the shipped order."""
+    tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
+    return tile_m, tile_m * BLOCK_M, tile_n * BLOCK_N
+
+
+@triton.jit
+def fp32_tile_by_pointers(src, row, col, M, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The BLOCK_M x BLOCK_N tile of the row-major (M, I) `src` at (row, col), rows past M as zeros."""
+    rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
+    cols = col + tl.arange(0, BLOCK_N)
+    return tl.load(src + rows[:, None] * I + cols[None, :], mask=(rows < M)[:, None], other=0.0)
+
+
+@triton.jit
 def prefetch_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
                                H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """The shipped persistent kernel, but fc1_output (a pointer) is loaded before the K loop."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
-        tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
-        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
-        rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
-        cols = col + tl.arange(0, BLOCK_N)
-        x = tl.load(fc1_output + rows[:, None] * I + cols[None, :], mask=(rows < M)[:, None], other=0.0)
+        tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
+        x = fp32_tile_by_pointers(fc1_output, row, col, M, I, BLOCK_M, BLOCK_N)
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for k in range(0, H, BLOCK_K):
             acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
@@ -81,8 +93,7 @@ def flattened_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_
     flatten), so that the pipeline carries on into the next tile's loads during an epilogue."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0), flatten=True):
-        tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
-        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+        tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for k in range(0, H, BLOCK_K):
             acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
@@ -108,8 +119,7 @@ def v24_gelu_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_o
     """The shipped persistent kernel with v24's gelu' (the baseline of v25's change)."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
-        tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
-        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+        tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for k in range(0, H, BLOCK_K):
             acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
@@ -126,8 +136,7 @@ def tma_store_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bia
     clipped by the copy engine) instead of by pointers after a layout conversion."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
-        tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
-        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+        tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for k in range(0, H, BLOCK_K):
             acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
@@ -143,8 +152,7 @@ def gemm_only_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bia
     """Diagnostic: the persistent K loop, the product stored in fp16 (no fc1_output, no bias sums)."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
-        tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
-        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+        tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for k in range(0, H, BLOCK_K):
             acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
@@ -158,11 +166,9 @@ def epilogue_only_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output,
     """Diagnostic: the epilogue's memory traffic and math with no MMA (the product taken as 1)."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
-        tile_m, tile_n = grouped_tile(tile, tiles_m, I // BLOCK_N, GROUP_M)
-        row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
-        rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
-        cols = col + tl.arange(0, BLOCK_N)
-        x = tl.load(fc1_output + rows[:, None] * I + cols[None, :], mask=(rows < M)[:, None], other=0.0)
+        tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
+        x = fp32_tile_by_pointers(fc1_output, row, col, M, I, BLOCK_M, BLOCK_N)
+        rows = row + tl.arange(0, BLOCK_M)
         ones = tl.where((rows < M)[:, None], 1.0, 0.0) + tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         gelu_backward_epilogue(ones, x, tile_m, row, col, grad_fc1_output, bias_partials, M, I, BLOCK_M, BLOCK_N)
 

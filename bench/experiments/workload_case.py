@@ -6,7 +6,9 @@ results file as it goes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from collections.abc import Callable
 from functools import partial
 
@@ -69,6 +71,18 @@ def measure_each(tokens: list[int], measure: Callable[[int], dict], out: str, he
         with open(out, "w") as f:
             json.dump({**header, "rows": rows}, f, indent=1)
     return rows
+
+
+def plan_ab(tokens: list[int], plans: dict, out_name: str, what: str) -> list[dict]:
+    """The A/B of launch plans (name -> LaunchPlan) on the checkout's solution at each token count
+    (checked_and_timed), written to $OUT/out_name (or ./out_name) with its provenance and the plans."""
+    from evaluation.provenance import provenance
+
+    out = os.path.join(os.environ.get("OUT", "."), out_name)
+    return measure_each(tokens, lambda t: checked_and_timed(t, plan_runs(plans)), out, {
+        "provenance": provenance(f"A/B of {what}; evaluation.timer.time_call (official-style), 3 interleaved "
+                                 "rounds, median of 50 each"),
+        "plans": {k: dataclasses.asdict(p) for k, p in plans.items()}})
 
 
 def workload_case(tokens: int, device: str = "cuda") -> tuple[object, list, list[torch.Tensor]]:
