@@ -146,6 +146,57 @@ def tma_store_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bia
 
 
 @triton.jit
+def halves(x, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The (BLOCK_M, BLOCK_N) `x` as its left and right (BLOCK_M, BLOCK_N // 2) column halves (a
+    split along register dimensions of the MMA layout: no data moves between threads)."""
+    return tl.split(tl.permute(tl.reshape(x, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
+
+
+@triton.jit
+def subtile_epilogue(acc, fc1_output, tile_m, row, col, grad_fc1_output, bias_partials, M, I: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The shipped epilogue on a (BLOCK_M, BLOCK_N) column slice of a tile, its fc1_output slice
+    loaded by TMA (the descriptor's block is the slice)."""
+    gelu_backward_epilogue(acc, fc1_output.load([row, col]), tile_m, row, col, grad_fc1_output, bias_partials,
+                           M, I, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def subtiled_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
+                    H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SPLITS: tl.constexpr):
+    """The shipped persistent kernel with its epilogue in SPLITS (2 or 4) column slices, one after the
+    other, each loading its own fc1_output slice: a quarter or half of the tile's fp32 operand live
+    at a time instead of all of it (64 registers a thread in 64x128 tiles on 4 warps), so that more
+    programs fit an SM or larger tiles fit two."""
+    tl.static_assert(SPLITS == 2 or SPLITS == 4, "2 or 4 column slices")
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
+        tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k in range(0, H, BLOCK_K):
+            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        left, right = halves(acc, BLOCK_M, BLOCK_N)
+        HALF: tl.constexpr = BLOCK_N // 2
+        if SPLITS == 2:
+            subtile_epilogue(left, fc1_output, tile_m, row, col, grad_fc1_output, bias_partials, M, I, BLOCK_M, HALF)
+            subtile_epilogue(right, fc1_output, tile_m, row, col + HALF, grad_fc1_output, bias_partials, M, I,
+                             BLOCK_M, HALF)
+        else:
+            QUARTER: tl.constexpr = BLOCK_N // 4
+            q0, q1 = halves(left, BLOCK_M, HALF)
+            q2, q3 = halves(right, BLOCK_M, HALF)
+            subtile_epilogue(q0, fc1_output, tile_m, row, col, grad_fc1_output, bias_partials, M, I, BLOCK_M,
+                             QUARTER)
+            subtile_epilogue(q1, fc1_output, tile_m, row, col + QUARTER, grad_fc1_output, bias_partials, M, I,
+                             BLOCK_M, QUARTER)
+            subtile_epilogue(q2, fc1_output, tile_m, row, col + 2 * QUARTER, grad_fc1_output, bias_partials, M,
+                             I, BLOCK_M, QUARTER)
+            subtile_epilogue(q3, fc1_output, tile_m, row, col + 3 * QUARTER, grad_fc1_output, bias_partials, M,
+                             I, BLOCK_M, QUARTER)
+
+
+@triton.jit
 def gemm_only_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
                      H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
@@ -186,6 +237,7 @@ class Variant:
     max_registers: int | None = None  # ptxas's cap a thread (Triton's maxnreg), so that programs_per_sm fit
     checked: bool = True  # outputs compared with the shipped kernel's (not the diagnostics)
     block_k: int = 64
+    epilogue_splits: int = 0  # subtiled_kernel's SPLITS (fc1_output's descriptor block: a 1/SPLITS column slice)
 
 
 VARIANTS = {
@@ -199,6 +251,19 @@ VARIANTS = {
     "tma-store 128x128 w8 s3 x1": Variant(tma_store_kernel, 128, 128, 8, 3, 1, True, out_by_tma=True),
     "tma-store 64x256 w8 s2 x2": Variant(tma_store_kernel, 64, 256, 8, 2, 2, True, out_by_tma=True, max_registers=128),
     "tma-store 128x128x32 w8 s4 x2": Variant(tma_store_kernel, 128, 128, 8, 4, 2, True, out_by_tma=True, block_k=32, max_registers=128),
+    "subtiled/2 64x128 w4 s3 x3": Variant(subtiled_kernel, 64, 128, 4, 3, 3, True, epilogue_splits=2),
+    "subtiled/4 64x128 w4 s3 x3": Variant(subtiled_kernel, 64, 128, 4, 3, 3, True, epilogue_splits=4),
+    "subtiled/2 64x128 w4 s2 x4": Variant(subtiled_kernel, 64, 128, 4, 2, 4, True, epilogue_splits=2),
+    "subtiled/2 64x128x32 w4 s4 x4": Variant(subtiled_kernel, 64, 128, 4, 4, 4, True, epilogue_splits=2,
+                                             block_k=32),
+    "subtiled/4 64x128 w4 s2 x4": Variant(subtiled_kernel, 64, 128, 4, 2, 4, True, epilogue_splits=4,
+                                          max_registers=128),
+    "subtiled/4 128x128 w8 s3 x2": Variant(subtiled_kernel, 128, 128, 8, 3, 2, True, epilogue_splits=4,
+                                           max_registers=128),
+    "subtiled/4 128x128x32 w8 s4 x2": Variant(subtiled_kernel, 128, 128, 8, 4, 2, True, epilogue_splits=4,
+                                              max_registers=128, block_k=32),
+    "subtiled/4 64x256 w8 s3 x2": Variant(subtiled_kernel, 64, 256, 8, 3, 2, True, epilogue_splits=4,
+                                          max_registers=128),
     "shipped 64x128x32 w4 s4 x3": Variant(gelu_backward_persistent_kernel, 64, 128, 4, 4, 3, True, block_k=32),
     "prefetch 64x128 w4 s3 x2": Variant(prefetch_persistent_kernel, 64, 128, 4, 3, 2, False),
     "prefetch 64x64 w4 s3 x4": Variant(prefetch_persistent_kernel, 64, 64, 4, 3, 4, False),
@@ -221,15 +286,17 @@ def launcher(v: Variant, M: int, sms: int):
     """fn(grad_residual_f16, fc2_weight_f16, fc1_output, grad_fc1_output, bias_partials) launching v."""
     tiles = triton.cdiv(M, v.block_m) * (I // v.block_n)
     grid = (max(1, min(tiles, v.programs_per_sm * sms)),)
+    fc1_block = [v.block_m, v.block_n // max(1, v.epilogue_splits)]
+    splits = {"SPLITS": v.epilogue_splits} if v.epilogue_splits else {}
 
     def run(a, b, x, out, partials):
         args = (TensorDescriptor.from_tensor(a, [v.block_m, v.block_k]),
                 TensorDescriptor.from_tensor(b, [v.block_k, v.block_n]),
-                TensorDescriptor.from_tensor(x, [v.block_m, v.block_n]) if v.fc1_by_tma else x,
+                TensorDescriptor.from_tensor(x, fc1_block) if v.fc1_by_tma else x,
                 TensorDescriptor.from_tensor(out, [v.block_m, v.block_n]) if v.out_by_tma else out,
                 partials[:triton.cdiv(M, v.block_m)], M)
         v.kernel[grid](*args, H=H, I=I, BLOCK_M=v.block_m, BLOCK_N=v.block_n, BLOCK_K=v.block_k, GROUP_M=8,
-                       num_warps=v.warps, num_stages=v.stages, **_register_cap(v))
+                       num_warps=v.warps, num_stages=v.stages, **splits, **_register_cap(v))
     return run
 
 
