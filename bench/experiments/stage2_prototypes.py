@@ -255,7 +255,7 @@ VARIANTS = {
     "subtiled/4 64x128 w4 s3 x3": Variant(subtiled_kernel, 64, 128, 4, 3, 3, True, epilogue_splits=4),
     "subtiled/2 64x128 w4 s2 x4": Variant(subtiled_kernel, 64, 128, 4, 2, 4, True, epilogue_splits=2),
     "subtiled/2 64x128x32 w4 s4 x4": Variant(subtiled_kernel, 64, 128, 4, 4, 4, True, epilogue_splits=2,
-                                             block_k=32),
+                                             max_registers=128, block_k=32),
     "subtiled/4 64x128 w4 s2 x4": Variant(subtiled_kernel, 64, 128, 4, 2, 4, True, epilogue_splits=4,
                                           max_registers=128),
     "subtiled/4 128x128 w8 s3 x2": Variant(subtiled_kernel, 128, 128, 8, 3, 2, True, epilogue_splits=4,
