@@ -197,6 +197,45 @@ def subtiled_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias
 
 
 @triton.jit
+def prefetch_tile_to_l2(src, row, col, M, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Ask L2 for the BLOCK_M x BLOCK_N fp32 tile of the row-major (M, I) `src` at (row, col): one
+    `prefetch.global.L2` a 128-byte line (32 fp32), no register receives data and nothing waits.
+    Rows past M are clamped to row M - 1 (a valid address)."""
+    rows = tl.minimum(row + tl.arange(0, BLOCK_M), M - 1).to(tl.int64)
+    lines = col + 32 * tl.arange(0, BLOCK_N // 32)
+    tl.inline_asm_elementwise("{ prefetch.global.L2 [$1]; mov.u32 $0, 0; }", "=r,l",
+                              [src + rows[:, None] * I + lines[None, :]], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def l2_prefetch_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
+                       H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, fc1_lines=None, AHEAD: tl.constexpr = 0):
+    """The shipped persistent kernel, with fc1_output's tile (AHEAD = 0), or the program's next tile
+    (AHEAD = 1), prefetched into L2 before the K loop (`fc1_lines`: fc1_output as a pointer), so that
+    its HBM traffic overlaps the MMAs and the epilogue's TMA load finds it in L2."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles = tiles_m * (I // BLOCK_N)
+    if AHEAD:
+        _, row, col = tile_origin(tl.program_id(0), tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
+        prefetch_tile_to_l2(fc1_lines, row, col, M, I, BLOCK_M, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0)):
+        tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
+        if AHEAD:
+            ahead = tile + tl.num_programs(0)
+            if ahead < tiles:
+                _, ahead_row, ahead_col = tile_origin(ahead, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
+                prefetch_tile_to_l2(fc1_lines, ahead_row, ahead_col, M, I, BLOCK_M, BLOCK_N)
+        else:
+            prefetch_tile_to_l2(fc1_lines, row, col, M, I, BLOCK_M, BLOCK_N)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k in range(0, H, BLOCK_K):
+            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        gelu_backward_epilogue(acc, fc1_output.load([row, col]), tile_m, row, col, grad_fc1_output, bias_partials,
+                               M, I, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
 def gemm_only_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
                      H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
@@ -238,6 +277,7 @@ class Variant:
     checked: bool = True  # outputs compared with the shipped kernel's (not the diagnostics)
     block_k: int = 64
     epilogue_splits: int = 0  # subtiled_kernel's SPLITS (fc1_output's descriptor block: a 1/SPLITS column slice)
+    prefetch_ahead: int | None = None  # l2_prefetch_kernel's AHEAD (it also gets fc1_output as a pointer)
 
 
 VARIANTS = {
@@ -264,6 +304,8 @@ VARIANTS = {
                                               max_registers=128, block_k=32),
     "subtiled/4 64x256 w8 s3 x2": Variant(subtiled_kernel, 64, 256, 8, 3, 2, True, epilogue_splits=4,
                                           max_registers=128),
+    "l2-prefetch 64x128 w4 s3 x3": Variant(l2_prefetch_kernel, 64, 128, 4, 3, 3, True, prefetch_ahead=0),
+    "l2-prefetch-next 64x128 w4 s3 x3": Variant(l2_prefetch_kernel, 64, 128, 4, 3, 3, True, prefetch_ahead=1),
     "shipped 64x128x32 w4 s4 x3": Variant(gelu_backward_persistent_kernel, 64, 128, 4, 4, 3, True, block_k=32),
     "prefetch 64x128 w4 s3 x2": Variant(prefetch_persistent_kernel, 64, 128, 4, 3, 2, False),
     "prefetch 64x64 w4 s3 x4": Variant(prefetch_persistent_kernel, 64, 64, 4, 3, 4, False),
@@ -288,6 +330,8 @@ def launcher(v: Variant, M: int, sms: int):
     grid = (max(1, min(tiles, v.programs_per_sm * sms)),)
     fc1_block = [v.block_m, v.block_n // max(1, v.epilogue_splits)]
     splits = {"SPLITS": v.epilogue_splits} if v.epilogue_splits else {}
+    if v.prefetch_ahead is not None:
+        splits["AHEAD"] = v.prefetch_ahead
 
     def run(a, b, x, out, partials):
         args = (TensorDescriptor.from_tensor(a, [v.block_m, v.block_k]),
@@ -295,7 +339,8 @@ def launcher(v: Variant, M: int, sms: int):
                 TensorDescriptor.from_tensor(x, fc1_block) if v.fc1_by_tma else x,
                 TensorDescriptor.from_tensor(out, [v.block_m, v.block_n]) if v.out_by_tma else out,
                 partials[:triton.cdiv(M, v.block_m)], M)
-        v.kernel[grid](*args, H=H, I=I, BLOCK_M=v.block_m, BLOCK_N=v.block_n, BLOCK_K=v.block_k, GROUP_M=8,
+        extra = {"fc1_lines": x} if v.prefetch_ahead is not None else {}
+        v.kernel[grid](*args, **extra, H=H, I=I, BLOCK_M=v.block_m, BLOCK_N=v.block_n, BLOCK_K=v.block_k, GROUP_M=8,
                        num_warps=v.warps, num_stages=v.stages, **splits, **_register_cap(v))
     return run
 
