@@ -459,6 +459,8 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
             value = ((configs.ANY_TOKENS, value),) if isinstance(value, int) else tuple(map(tuple, value))
         elif f.name == "gelu_copy_beside_stage3":
             value = tuple(map(tuple, value))
+        elif f.name == "gelu_copy":
+            value = configs.CopyConfig(**_known_fields(configs.CopyConfig, value))
         elif f.name == "column_sums":
             value = configs.ColumnSumConfig(**_known_fields(configs.ColumnSumConfig, value))
         elif f.name == "layernorm":

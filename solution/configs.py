@@ -57,6 +57,15 @@ class ColumnSumConfig:
 
 
 @dataclass(frozen=True)
+class CopyConfig:
+    """gelu_output's fp16 copy as its own launch (fp16_copy.py): `block` elements a step of each
+    persistent program, on `warps` warps."""
+
+    block: int
+    warps: int
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
     layernorm: tuple[tuple[int, LayerNormConfig], ...]  # stage 1, by tokens
     fp16_chunk: tuple[tuple[int, int], ...]  # elements each stage-1 program rounds to fp16 (of each weight, or of gelu_output), by tokens
@@ -77,6 +86,7 @@ class LaunchPlan:
     # gelu_output's copy as its own launch beside stage 3 (fp16_copy.py), n > 0 persistent programs
     # an SM, or with 0 in stage 1's chunk programs; by tokens
     gelu_copy_beside_stage3: tuple[tuple[int, int], ...]
+    gelu_copy: CopyConfig  # that launch's step and warps
 
     def __hash__(self) -> int:
         """Computed once: the plan keys the per-shape caches that every call looks up, and hashing
@@ -227,6 +237,8 @@ _HOPPER = LaunchPlan(
     # Where stage 4 reads fp16 copies and runs after stage 3 (not here: from 2048 tokens it reads the
     # fp32 inputs): gelu_output's copy stays in stage 1. sm_90's plan below moves it beside stage 3
     gelu_copy_beside_stage3=((ANY_TOKENS, 0),),
+    # 8192 elements a step on 4 warps (64 a thread, as stage 1's chunk programs): untuned
+    gelu_copy=CopyConfig(block=8192, warps=4),
 )
 
 # Hopper (sm_90) runs no MMA with an operand in registers. In weight_grad_fp32_kernel the rounded

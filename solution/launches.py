@@ -29,7 +29,6 @@ from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
 from .weight_grad_gemm import weight_grad_fp32_kernel, weight_grad_kernel, weight_grad_programs
 
 WORKSPACE_ALIGNMENT = 256  # bytes
-GELU_COPY_BLOCK = 8192  # elements a step of fp16_copy_kernel's programs (stage 1's chunk; not swept)
 
 
 @dataclass(frozen=True)
@@ -226,8 +225,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # gelu_output's copy for stage 4, where it is apart from stage 1: beside stage 3 (after stage 2,
     # whose persistent programs fill every SM). Launched before stage 3, so that the GPU places its
     # persistent programs first: placed after stage 3's, they would wait for its last wave
-    copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I), dict(BLOCK=GELU_COPY_BLOCK),
-                   dict(num_warps=4), after=(1,), shared_carveout=100),) if gelu_copy_apart else ()
+    copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I), dict(BLOCK=plan.gelu_copy.block),
+                   dict(num_warps=plan.gelu_copy.warps), after=(1,), shared_carveout=100),) if gelu_copy_apart else ()
     launches = (stage1, stage2, *copy, stage3, stage4, column_sums)
     offsets, end = [], 0
     for w in workspaces:

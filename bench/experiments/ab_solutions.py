@@ -11,6 +11,9 @@ that grid, stage 1 in 2 rows on 2 warps from 2049 tokens (faster itself at 2984 
 26.2 us, results/stage4_second_wave_ab_f167469.json, but with 528 partial rows to sum).
 Session 16: v24 against v25 (gelu' in the sigmoid form), v25 against the gelu_output copy beside
 stage 3 (v26), its programs an SM as variants (gelu-copy-x2, -x4; gelu-copy-in-stage1 the v25 layout).
+Session 17: that copy's step (LaunchPlan.gelu_copy): 16384 elements on 8 warps (76 registers: one
+program still fits beside a 128x256 stage-3 program's 8 x 170) or on 4 warps (168 registers: beside
+stage 3's 64x128 programs up to 4096 tokens only).
 
     PYTHONPATH=. python bench/experiments/ab_solutions.py OLD_SOLUTION_DIR 128,2984 [--variant 2rows-from-2049]   # on the GPU machine
 """
@@ -44,8 +47,16 @@ def _gelu_copy(programs_per_sm: int):
     return variant
 
 
+def _gelu_copy_step(block: int, warps: int):
+    """gelu_output's copy launch stepping `block` elements a program on `warps` warps."""
+    def variant(plan: configs.LaunchPlan) -> configs.LaunchPlan:
+        return dataclasses.replace(plan, gelu_copy=configs.CopyConfig(block=block, warps=warps))
+    return variant
+
+
 VARIANTS = {"2rows-from-2049": _two_rows_from_2049, "gelu-copy-x2": _gelu_copy(2), "gelu-copy-x4": _gelu_copy(4),
-            "gelu-copy-in-stage1": _gelu_copy(0)}
+            "gelu-copy-in-stage1": _gelu_copy(0), "gelu-copy-16k-w4": _gelu_copy_step(16384, 4),
+            "gelu-copy-16k-w8": _gelu_copy_step(16384, 8)}
 
 
 def main(argv: list[str]) -> int:
