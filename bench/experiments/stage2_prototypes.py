@@ -236,6 +236,29 @@ def l2_prefetch_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, b
 
 
 @triton.jit
+def ablated_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
+                   H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, FC1: tl.constexpr = True, GELU: tl.constexpr = True,
+                   STORE: tl.constexpr = True, SUMS: tl.constexpr = True):
+    """Diagnostic: the shipped persistent kernel with one part of its epilogue left out, to see what
+    each costs inside the whole kernel: FC1 False takes gelu' of the product instead of loading
+    fc1_output, GELU False multiplies by fc1_output itself, STORE False stores no grad_fc1_output,
+    SUMS False writes no bias partial sums."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
+        tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k in range(0, H, BLOCK_K):
+            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        x = fc1_output.load([row, col]) if FC1 else acc
+        d = acc * (gelu_tanh_grad(x) if GELU else x)
+        if STORE:
+            store_tile(grad_fc1_output, d.to(tl.float16), row, col, M, I, BLOCK_M, BLOCK_N)
+        if SUMS:
+            tl.store(bias_partials + tile_m * I + col + tl.arange(0, BLOCK_N), tl.sum(d, axis=0))
+
+
+@triton.jit
 def gemm_only_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M,
                      H: tl.constexpr, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
@@ -278,6 +301,7 @@ class Variant:
     block_k: int = 64
     epilogue_splits: int = 0  # subtiled_kernel's SPLITS (fc1_output's descriptor block: a 1/SPLITS column slice)
     prefetch_ahead: int | None = None  # l2_prefetch_kernel's AHEAD (it also gets fc1_output as a pointer)
+    ablation: tuple = ()  # ablated_kernel's constexprs set to False
 
 
 VARIANTS = {
@@ -313,6 +337,14 @@ VARIANTS = {
     "flattened 64x128 w4 s3 x2": Variant(flattened_persistent_kernel, 64, 128, 4, 3, 2, True),
     "flattened 64x64 w4 s3 x3": Variant(flattened_persistent_kernel, 64, 64, 4, 3, 3, True),
     "flattened 128x128 w8 s3 x1": Variant(flattened_persistent_kernel, 128, 128, 8, 3, 1, True),
+    "ablated no-fc1 64x128 w4 s3 x3": Variant(ablated_kernel, 64, 128, 4, 3, 3, True, checked=False,
+                                              ablation=("FC1",)),
+    "ablated no-gelu 64x128 w4 s3 x3": Variant(ablated_kernel, 64, 128, 4, 3, 3, True, checked=False,
+                                               ablation=("GELU",)),
+    "ablated no-store 64x128 w4 s3 x3": Variant(ablated_kernel, 64, 128, 4, 3, 3, True, checked=False,
+                                                ablation=("STORE",)),
+    "ablated no-sums 64x128 w4 s3 x3": Variant(ablated_kernel, 64, 128, 4, 3, 3, True, checked=False,
+                                               ablation=("SUMS",)),
     "gemm-only 64x128 w4 s3 x3": Variant(gemm_only_kernel, 64, 128, 4, 3, 3, False, checked=False),
     "gemm-only 128x128 w8 s3 x1": Variant(gemm_only_kernel, 128, 128, 8, 3, 1, False, checked=False),
     "gemm-only 128x256 w8 s3 x1": Variant(gemm_only_kernel, 128, 256, 8, 3, 1, False, checked=False),
@@ -332,6 +364,7 @@ def launcher(v: Variant, M: int, sms: int):
     splits = {"SPLITS": v.epilogue_splits} if v.epilogue_splits else {}
     if v.prefetch_ahead is not None:
         splits["AHEAD"] = v.prefetch_ahead
+    splits.update({name: False for name in v.ablation})
 
     def run(a, b, x, out, partials):
         args = (TensorDescriptor.from_tensor(a, [v.block_m, v.block_k]),
