@@ -13,7 +13,9 @@ Session 16: v24 against v25 (gelu' in the sigmoid form), v25 against the gelu_ou
 stage 3 (v26), its programs an SM as variants (gelu-copy-x2, -x4; gelu-copy-in-stage1 the v25 layout).
 Session 17: that copy's step (LaunchPlan.gelu_copy): 16384 elements on 8 warps (76 registers: one
 program still fits beside a 128x256 stage-3 program's 8 x 170) or on 4 warps (168 registers: beside
-stage 3's 64x128 programs up to 4096 tokens only).
+stage 3's 64x128 programs up to 4096 tokens only). Stage 2 as the one-tile kernel (fc1_output loaded
+before the K loop) up to 4096 tokens: results/stage2_prototypes_ablation_cee093a.json found the
+fc1_output load a quarter of its time at 2984 tokens (26.7 vs 20.5 us without it).
 
     PYTHONPATH=. python bench/experiments/ab_solutions.py OLD_SOLUTION_DIR 128,2984 [--variant 2rows-from-2049]   # on the GPU machine
 """
@@ -54,9 +56,21 @@ def _gelu_copy_step(block: int, warps: int):
     return variant
 
 
+def _one_tile_stage2_to_4096(block_n: int):
+    """Stage 2 as a program per 64 x block_n tile (pointer loads, fc1_output's tile loaded before the
+    K loop so that its HBM traffic overlaps the MMAs) up to 4096 tokens instead of persistent from 1025."""
+    def variant(plan: configs.LaunchPlan) -> configs.LaunchPlan:
+        tile = configs.GemmConfig(block_m=64, block_n=block_n, block_k=64, num_warps=4, num_stages=3)
+        kept = tuple((limit, g) for limit, g in plan.gelu_gemm if limit <= 1024)
+        return dataclasses.replace(plan, gelu_gemm=kept + ((4096, tile), plan.gelu_gemm[-1]))
+    return variant
+
+
 VARIANTS = {"2rows-from-2049": _two_rows_from_2049, "gelu-copy-x2": _gelu_copy(2), "gelu-copy-x4": _gelu_copy(4),
             "gelu-copy-in-stage1": _gelu_copy(0), "gelu-copy-16k-w4": _gelu_copy_step(16384, 4),
-            "gelu-copy-16k-w8": _gelu_copy_step(16384, 8)}
+            "gelu-copy-16k-w8": _gelu_copy_step(16384, 8),
+            "one-tile-stage2-64x64-to-4096": _one_tile_stage2_to_4096(64),
+            "one-tile-stage2-64x128-to-4096": _one_tile_stage2_to_4096(128)}
 
 
 def main(argv: list[str]) -> int:
