@@ -159,6 +159,9 @@ _HOPPER = LaunchPlan(
     # below, 26.1 vs 31.1 us at 128 tokens, 27.8 vs 32.7 at 131, 32.2 vs 36.0 at 422, 36.4 vs 39.3 at
     # 613; at 1163 tokens the persistent kernel is as fast (50.2 vs 50.4; two runs agree within 0.2 us,
     # results/graph_small_tables_*_632a491.json).
+    # Session 17: the one-tile kernel up to 4096 tokens lost to the persistent one from 1025 (64x64 /
+    # 64x128 tiles: 1163 tokens 45.2 / 49.8 vs 43.2 us, 2984: 89.6 / 93.1 vs 84.1, 3602: 106.1 / 112.1
+    # vs 99.9; results/solutions_ab_onetile_589e0f3.json); its other forms: PERFORMANCE.md, Session 17.
     # Up to 256 tokens 64x32 tiles (64 programs at 128 tokens, not 32): 22.3 vs 23.4 us at 128 tokens;
     # at 422 they lose (30.1 vs 29.1; official timer, one run each, results/few_tokens_parallelism_6caa1d8.json).
     gelu_gemm=(
@@ -237,7 +240,12 @@ _HOPPER = LaunchPlan(
     # Where stage 4 reads fp16 copies and runs after stage 3 (not here: from 2048 tokens it reads the
     # fp32 inputs): gelu_output's copy stays in stage 1. sm_90's plan below moves it beside stage 3
     gelu_copy_beside_stage3=((ANY_TOKENS, 0),),
-    # 8192 elements a step on 4 warps (64 a thread, as stage 1's chunk programs): untuned
+    # 8192 elements a step on 4 warps (54 registers a thread on sm_90). Against 16384 on 8 warps (76
+    # registers) / on 4 (168), us (official-style timer, 3 interleaved rounds,
+    # results/solutions_ab_copystep_28f7bad.json): 2984 tokens 84.3 vs 84.9 / 85.4, 7184: 175.5 vs
+    # 174.2 / 187.0, 17312: 394.8 vs 401.0 / 427.4, 131072: 2856 vs 3018 / 3039. Beside stage 3
+    # (DRAM-bound together) more bytes in flight gain nothing, and where a copy program's registers
+    # do not fit beside a stage-3 program's (8 warps x 170 on sm_90) the two run one after the other
     gelu_copy=CopyConfig(block=8192, warps=4),
 )
 
