@@ -22,6 +22,12 @@ timer: cold L2, shifting addresses, median of 50, CUPTI kernel time):
                 The sigmoid_795d795 results ran this script from 795d795's tree, where "shipped" was
                 v24's form and "sigmoid-form" the one shipped since
   tma-store     grad_fc1_output stored by TMA instead of by pointers after a layout conversion
+  subtiled      the epilogue in 2 or 4 column slices, each loading its own fc1_output slice by TMA:
+                128 registers instead of 167, so four 64x128 programs an SM or two 128x128 ones
+  l2-prefetch   fc1_output's tile (-next: the program's next tile) asked of L2 before the K loop, one
+                prefetch.global.L2 a 128-byte line, so that the epilogue's TMA load finds it there
+  ablated       diagnostic: the shipped kernel without one part of its epilogue (fc1_output's load,
+                gelu', the grad_fc1_output store, the bias sums)
   gemm-only     diagnostic: the persistent K loop with no epilogue but an fp16 store of the product
   epilogue-only diagnostic: fc1_output read, gelu' applied, grad_fc1_output and the bias partial sums
                 written; no MMA
@@ -32,6 +38,12 @@ at 131072 tokens the shipped kernel took 913-939 us, the GEMM alone 576 (474 in 
 405), the epilogue alone 555: stage 2 is the two nearly in series, not bound by L2 -> SM bytes (the
 GEMM alone moved 7.1 GB in 576 us). Every prefetching or flattened form lost (999-1354 us: fewer
 programs an SM); the sigmoid form won 4-5% at every size (896 vs 931-939 us, 56.1 vs 59.1 at 7184).
+Session 17 (results/stage2_prototypes_subtiled_b6372e8.json, _l2prefetch_acc0c01*.json,
+_flat32_ef60723.json, _ablation_cee093a.json): every subtiled form lost (927-1760 vs 878 us at 131072
+tokens: each slice waits for its own load), the L2 prefetch lost (913-950 vs 889), the flattened loop
+in 32-deep steps with three programs an SM lost (957 vs 894). Left out one at a time, the epilogue's
+parts cost 144 (fc1_output's load), 99 (gelu'), 105 (the store) and 77 us (the bias sums) of 900 at
+131072 tokens, 6.2 / 2.6 / 1.8 / 1.5 of 26.7 at 2984: no single part holds it.
 
     PYTHONPATH=. python bench/experiments/stage2_prototypes.py 7184,131072 [--out FILE]   # GPU machine
 """
