@@ -54,12 +54,14 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from bench.experiments import stage2_warp_specialized as warp_specialized
 from solution.gelu import gelu_tanh_grad
 from solution.gelu_backward_gemm import gelu_backward_epilogue, gelu_backward_persistent_kernel
 from solution.tiling import grouped_tile, store_tile
@@ -314,6 +316,8 @@ class Variant:
     epilogue_splits: int = 0  # subtiled_kernel's SPLITS (fc1_output's descriptor block: a 1/SPLITS column slice)
     prefetch_ahead: int | None = None  # l2_prefetch_kernel's AHEAD (it also gets fc1_output as a pointer)
     ablation: tuple = ()  # ablated_kernel's constexprs set to False
+    # a launcher of its own, fn(a, b, x, out, partials, M, sms) (the Gluon prototype), or None
+    launch: object = None
 
 
 VARIANTS = {
@@ -360,6 +364,8 @@ VARIANTS = {
                                                 ablation=("STORE",)),
     "ablated no-sums 64x128 w4 s3 x3": Variant(ablated_kernel, 64, 128, 4, 3, 3, True, checked=False,
                                                ablation=("SUMS",)),
+    "warp-specialized 64x128 s4": Variant(None, 64, 128, 4, 4, 1, True, launch=partial(warp_specialized.launch, stages=4)),
+    "warp-specialized 64x128 s6": Variant(None, 64, 128, 4, 6, 1, True, launch=partial(warp_specialized.launch, stages=6)),
     "gemm-only 64x128 w4 s3 x3": Variant(gemm_only_kernel, 64, 128, 4, 3, 3, False, checked=False),
     "gemm-only 128x128 w8 s3 x1": Variant(gemm_only_kernel, 128, 128, 8, 3, 1, False, checked=False),
     "gemm-only 128x256 w8 s3 x1": Variant(gemm_only_kernel, 128, 256, 8, 3, 1, False, checked=False),
@@ -373,6 +379,8 @@ def _register_cap(v: Variant) -> dict:
 
 def launcher(v: Variant, M: int, sms: int):
     """fn(grad_residual_f16, fc2_weight_f16, fc1_output, grad_fc1_output, bias_partials) launching v."""
+    if v.launch is not None:
+        return lambda a, b, x, out, partials: v.launch(a, b, x, out, partials, M, sms)
     tiles = triton.cdiv(M, v.block_m) * (I // v.block_n)
     grid = (max(1, min(tiles, v.programs_per_sm * sms)),)
     fc1_block = [v.block_m, v.block_n // max(1, v.epilogue_splits)]

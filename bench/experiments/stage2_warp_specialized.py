@@ -1,0 +1,190 @@
+"""Issue 16: stage 2 warp-specialized on Hopper, in Gluon (Triton 3.6's `triton.experimental.gluon`),
+so that one warpgroup's MMAs run while the other's epilogue runs, in turn.
+
+Why: the shipped persistent kernel runs, in each of its three programs an SM, the K loop and then
+the epilogue (fc1_output's load, gelu', the fp16 store, the bias sums); the programs overlap the two
+only in part. Alone, the GEMM takes ~553 us at 131072 tokens and the epilogue ~555; together ~890
+(results/stage2_prototypes_ablation_cee093a.json). Overlapped in full they would take about the
+longer of the two.
+
+Layout of the work (one program an SM, persistent over the shipped tile order):
+  - a loader warp issues, for each of the program's tiles in turn, the TMA load of its fc1_output tile
+    (into one of two buffers, one per consumer) and then its K steps' operand tiles (a ring of
+    STAGES buffers);
+  - two consumer warpgroups take the tiles in alternation (even, odd). A consumer waits for its
+    turn, runs the tile's K loop on wgmma, hands the turn to the other, then runs the epilogue on
+    its accumulator in registers while the other's MMAs run. fc1_output's tile is in shared memory
+    by then: the loader issued it before the tile's operands.
+mbarriers carry every hand-off: operand stage ready / empty, fc1 buffer ready / empty, turn. A
+barrier starts with its phase 1 complete, so the first wait for phase 1 passes.
+
+Prediction (from the ablation above): per SM a tile then takes about max(MMA phase, epilogue): ~2.2
+us at 131072 tokens (~550 us for stage 2, against ~890), 56 -> ~40 us at 7184 tokens. Risks: one
+MMA warpgroup an SM must keep the tensor cores busy by itself, and one program an SM gives its
+epilogue no other program's loads to hide behind.
+
+Hopper only (wgmma): the interpreter does not run Gluon, so this runs on the GPU machine only, from
+stage2_prototypes.py (variant "warp-specialized ..."), its outputs compared with the shipped kernel's.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+LOG2E = gl.constexpr(1.4426950408889634)
+GELU_COEFF = gl.constexpr(0.044715)
+TWO_C = gl.constexpr(2.0 * math.sqrt(2.0 / math.pi))  # as solution/gelu.py
+
+
+@gluon.jit
+def gelu_tanh_grad(x):
+    """solution/gelu.py's sigmoid form: gelu'(x) = s (1 + x (1 - s) 2 du/dx), s = sigmoid(2u)."""
+    x2 = x * x
+    s = 1.0 / (1.0 + gl.exp2(x * (x2 * (TWO_C * GELU_COEFF) + TWO_C) * -LOG2E))
+    twice_du_dx = x2 * (3.0 * TWO_C * GELU_COEFF) + TWO_C
+    return s * ((x * (1.0 - s)) * twice_du_dx + 1.0)
+
+
+@gluon.jit
+def tile_of(t, M, I: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr):
+    """(row tile, first row, first column) of the program's t-th tile, in solution/tiling.py's order."""
+    tiles_m = gl.cdiv(M, BLOCK_M)
+    tiles_n: gl.constexpr = I // BLOCK_N
+    tile = gl.program_id(0) + t * gl.num_programs(0)
+    per_group = GROUP_M * tiles_n
+    first_m = (tile // per_group) * GROUP_M
+    size = gl.minimum(tiles_m - first_m, GROUP_M)
+    tile_m = first_m + (tile % per_group) % size
+    tile_n = (tile % per_group) // size
+    return tile_m, tile_m * BLOCK_M, tile_n * BLOCK_N
+
+
+@gluon.jit
+def tiles_of_program(M, I: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    total = gl.cdiv(M, BLOCK_M) * (I // BLOCK_N)
+    return gl.cdiv(total - gl.program_id(0), gl.num_programs(0))
+
+
+@gluon.jit
+def consume(p, PARITY: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
+    """The tiles t = PARITY, PARITY + 2, ...: K loop in turn with the other consumer, then the epilogue."""
+    (a_desc, b_desc, x_desc, out, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready, x_empty, x_ready,
+     turn) = p
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    K_STEPS: gl.constexpr = H // BLOCK_K
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
+    tile_rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, mma))
+    tile_cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
+    for t in range(PARITY, tiles_of_program(M, I, BLOCK_M, BLOCK_N), 2):
+        j = t // 2
+        tile_m, row, col = tile_of(t, M, I, BLOCK_M, BLOCK_N, GROUP_M)
+        mbarrier.wait(turn.index(PARITY), (j & 1) ^ (1 - PARITY))
+        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
+        for k in gl.static_range(K_STEPS):
+            c = t * K_STEPS + k
+            s = c % STAGES
+            mbarrier.wait(load_ready.index(s), (c // STAGES) & 1)
+            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(1, deps=[acc])
+            if k > 0:  # the MMA before this one is done with its stage
+                mbarrier.arrive(load_empty.index((c - 1) % STAGES))
+        acc = warpgroup_mma_wait(0, deps=[acc])
+        mbarrier.arrive(load_empty.index((t * K_STEPS + K_STEPS - 1) % STAGES))
+        mbarrier.arrive(turn.index(1 - PARITY))
+        mbarrier.wait(x_ready.index(PARITY), j & 1)
+        x = x_bufs.index(PARITY).load(mma)
+        mbarrier.arrive(x_empty.index(PARITY))
+        d = acc * gelu_tanh_grad(x)
+        rows = row + tile_rows
+        cols = col + tile_cols
+        gl.store(out + rows.to(gl.int64)[:, None] * I + cols[None, :], d.to(gl.float16), mask=(rows < M)[:, None])
+        gl.store(partials + tile_m * I + cols, gl.sum(d, axis=0))
+
+
+@gluon.jit
+def consume_odd(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
+    consume(p, 1, H, I, GROUP_M)
+
+
+@gluon.jit
+def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
+    """For each tile in turn: its fc1_output tile into its consumer's buffer, then its K steps' operands."""
+    (a_desc, b_desc, x_desc, out, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready, x_empty, x_ready,
+     turn) = p
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    K_STEPS: gl.constexpr = H // BLOCK_K
+    for t in range(tiles_of_program(M, I, BLOCK_M, BLOCK_N)):
+        tile_m, row, col = tile_of(t, M, I, BLOCK_M, BLOCK_N, GROUP_M)
+        parity = t % 2
+        mbarrier.wait(x_empty.index(parity), ((t // 2) & 1) ^ 1)
+        fence_async_shared()  # the consumer's reads of that buffer before the copy engine's write
+        mbarrier.expect(x_ready.index(parity), x_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(x_desc, [row, col], x_ready.index(parity), x_bufs.index(parity))
+        for k in range(K_STEPS):
+            c = t * K_STEPS + k
+            s = c % STAGES
+            mbarrier.wait(load_empty.index(s), ((c // STAGES) & 1) ^ 1)
+            mbarrier.expect(load_ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(a_desc, [row, k * BLOCK_K], load_ready.index(s), a_bufs.index(s))
+            tma.async_copy_global_to_shared(b_desc, [k * BLOCK_K, col], load_ready.index(s), b_bufs.index(s))
+
+
+@gluon.jit
+def warp_specialized_kernel(a_desc, b_desc, x_desc, out, partials, M, H: gl.constexpr, I: gl.constexpr,
+                            GROUP_M: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
+    a_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
+    x_bufs = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, BLOCK_N], x_desc.layout)
+    load_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    load_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    x_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    x_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(load_empty.index(i), count=1)
+        mbarrier.init(load_ready.index(i), count=1)
+    for i in gl.static_range(2):
+        mbarrier.init(x_empty.index(i), count=1)
+        mbarrier.init(x_ready.index(i), count=1)
+        mbarrier.init(turn.index(i), count=1)
+    p = (a_desc, b_desc, x_desc, out, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready, x_empty, x_ready,
+         turn)
+    gl.warp_specialize([
+        (consume, (p, 0, H, I, GROUP_M)),
+        (consume_odd, (p, H, I, GROUP_M)),
+        (load, (p, H, I, GROUP_M)),
+    ], [4, 1], [CONSUMER_REGS, 24])
+
+
+def descriptors(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, block_m: int, block_n: int, block_k: int):
+    """Gluon's TMA descriptors of the operands and of fc1_output, with the default swizzled layouts."""
+    def desc(t, block, dtype):
+        return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
+    return (desc(a, [block_m, block_k], gl.float16), desc(b, [block_k, block_n], gl.float16),
+            desc(x, [block_m, block_n], gl.float32))
+
+
+def launch(a, b, x, out, partials, M: int, sms: int, block_n: int = 128, block_k: int = 64, stages: int = 4,
+           consumer_regs: int = 232, max_registers: int = 168) -> None:
+    """One program an SM (fewer where there are fewer tiles); 64-row tiles (one wgmma warpgroup a tile)."""
+    H, I = a.shape[1], b.shape[1]
+    tiles = triton.cdiv(M, 64) * (I // block_n)
+    warp_specialized_kernel[(min(tiles, sms),)](*descriptors(a, b, x, 64, block_n, block_k), out, partials, M, H=H,
+                                                I=I, GROUP_M=8, STAGES=stages, CONSUMER_REGS=consumer_regs,
+                                                num_warps=4, maxnreg=max_registers)
