@@ -73,8 +73,9 @@ def tiles_of_program(M, I: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.cons
 
 
 @gluon.jit
-def consume(p, PARITY: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
-    """The tiles t = PARITY, PARITY + 2, ...: K loop in turn with the other consumer, then the epilogue."""
+def consume(p, PARITY: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.constexpr):
+    """The tiles t = PARITY, PARITY + N, ...: the K loop in turn with the other consumers (N of them),
+    then the epilogue."""
     (a_desc, b_desc, x_desc, out, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready, x_empty, x_ready,
      turn) = p
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
@@ -85,10 +86,10 @@ def consume(p, PARITY: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: 
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
     tile_rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, mma))
     tile_cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
-    for t in range(PARITY, tiles_of_program(M, I, BLOCK_M, BLOCK_N), 2):
-        j = t // 2
+    for t in range(PARITY, tiles_of_program(M, I, BLOCK_M, BLOCK_N), N):
+        j = t // N
         tile_m, row, col = tile_of(t, M, I, BLOCK_M, BLOCK_N, GROUP_M)
-        mbarrier.wait(turn.index(PARITY), (j & 1) ^ (1 - PARITY))
+        mbarrier.wait(turn.index(PARITY), (j & 1) ^ (1 if PARITY == 0 else 0))
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
         for k in gl.static_range(K_STEPS):
             c = t * K_STEPS + k
@@ -100,7 +101,7 @@ def consume(p, PARITY: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: 
                 mbarrier.arrive(load_empty.index((c - 1) % STAGES))
         acc = warpgroup_mma_wait(0, deps=[acc])
         mbarrier.arrive(load_empty.index((t * K_STEPS + K_STEPS - 1) % STAGES))
-        mbarrier.arrive(turn.index(1 - PARITY))
+        mbarrier.arrive(turn.index((PARITY + 1) % N))
         mbarrier.wait(x_ready.index(PARITY), j & 1)
         x = x_bufs.index(PARITY).load(mma)
         mbarrier.arrive(x_empty.index(PARITY))
@@ -112,12 +113,17 @@ def consume(p, PARITY: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: 
 
 
 @gluon.jit
-def consume_odd(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
-    consume(p, 1, H, I, GROUP_M)
+def consume_1(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.constexpr):
+    consume(p, 1, H, I, GROUP_M, N)
 
 
 @gluon.jit
-def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
+def consume_2(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.constexpr):
+    consume(p, 2, H, I, GROUP_M, N)
+
+
+@gluon.jit
+def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.constexpr):
     """For each tile in turn: its fc1_output tile into its consumer's buffer, then its K steps' operands."""
     (a_desc, b_desc, x_desc, out, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready, x_empty, x_ready,
      turn) = p
@@ -128,8 +134,8 @@ def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
     K_STEPS: gl.constexpr = H // BLOCK_K
     for t in range(tiles_of_program(M, I, BLOCK_M, BLOCK_N)):
         tile_m, row, col = tile_of(t, M, I, BLOCK_M, BLOCK_N, GROUP_M)
-        parity = t % 2
-        mbarrier.wait(x_empty.index(parity), ((t // 2) & 1) ^ 1)
+        parity = t % N
+        mbarrier.wait(x_empty.index(parity), ((t // N) & 1) ^ 1)
         fence_async_shared()  # the consumer's reads of that buffer before the copy engine's write
         mbarrier.expect(x_ready.index(parity), x_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(x_desc, [row, col], x_ready.index(parity), x_bufs.index(parity))
@@ -144,32 +150,41 @@ def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
 
 @gluon.jit
 def warp_specialized_kernel(a_desc, b_desc, x_desc, out, partials, M, H: gl.constexpr, I: gl.constexpr,
-                            GROUP_M: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+                            GROUP_M: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
+                            CONSUMER_REGS: gl.constexpr):
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
     a_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
-    x_bufs = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, BLOCK_N], x_desc.layout)
+    x_bufs = gl.allocate_shared_memory(gl.float32, [CONSUMERS, BLOCK_M, BLOCK_N], x_desc.layout)
     load_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     load_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    x_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    x_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    x_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    x_ready = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(load_empty.index(i), count=1)
         mbarrier.init(load_ready.index(i), count=1)
-    for i in gl.static_range(2):
+    for i in gl.static_range(CONSUMERS):
         mbarrier.init(x_empty.index(i), count=1)
         mbarrier.init(x_ready.index(i), count=1)
         mbarrier.init(turn.index(i), count=1)
     p = (a_desc, b_desc, x_desc, out, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready, x_empty, x_ready,
          turn)
-    gl.warp_specialize([
-        (consume, (p, 0, H, I, GROUP_M)),
-        (consume_odd, (p, H, I, GROUP_M)),
-        (load, (p, H, I, GROUP_M)),
-    ], [4, 1], [CONSUMER_REGS, 24])
+    if CONSUMERS == 2:
+        gl.warp_specialize([
+            (consume, (p, 0, H, I, GROUP_M, 2)),
+            (consume_1, (p, H, I, GROUP_M, 2)),
+            (load, (p, H, I, GROUP_M, 2)),
+        ], [4, 1], [CONSUMER_REGS, 24])
+    else:
+        gl.warp_specialize([
+            (consume, (p, 0, H, I, GROUP_M, 3)),
+            (consume_1, (p, H, I, GROUP_M, 3)),
+            (consume_2, (p, H, I, GROUP_M, 3)),
+            (load, (p, H, I, GROUP_M, 3)),
+        ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
 
 
 def descriptors(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, block_m: int, block_n: int, block_k: int):
@@ -181,10 +196,15 @@ def descriptors(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, block_m: int,
 
 
 def launch(a, b, x, out, partials, M: int, sms: int, block_n: int = 128, block_k: int = 64, stages: int = 4,
-           consumer_regs: int = 232, max_registers: int = 168) -> None:
-    """One program an SM (fewer where there are fewer tiles); 64-row tiles (one wgmma warpgroup a tile)."""
+           consumers: int = 2) -> None:
+    """One program an SM (fewer where there are fewer tiles); 64-row tiles (one wgmma warpgroup a tile).
+    Registers: 2 consumers take 232 a thread, 3 take 160 (a warpgroup's 128 threads x the registers of
+    every partition, the loader's 24 included, fill the SM's 64 K; the kernel's cap is what its
+    12 or 16 warps may start with)."""
+    consumer_regs, max_registers = {2: (232, 168), 3: (160, 128)}[consumers]
     H, I = a.shape[1], b.shape[1]
     tiles = triton.cdiv(M, 64) * (I // block_n)
     warp_specialized_kernel[(min(tiles, sms),)](*descriptors(a, b, x, 64, block_n, block_k), out, partials, M, H=H,
-                                                I=I, GROUP_M=8, STAGES=stages, CONSUMER_REGS=consumer_regs,
+                                                I=I, GROUP_M=8, STAGES=stages, CONSUMERS=consumers,
+                                                CONSUMER_REGS=consumer_regs,
                                                 num_warps=4, maxnreg=max_registers)
