@@ -370,6 +370,10 @@ VARIANTS = {
                                              launch=partial(warp_specialized.launch, stages=4, consumers=3)),
     "warp-specialized x3 64x128 s3": Variant(None, 64, 128, 4, 3, 1, True,
                                              launch=partial(warp_specialized.launch, stages=3, consumers=3)),
+    "warp-specialized tma-store 64x128 s4": Variant(None, 64, 128, 4, 4, 1, True,
+                                                    launch=partial(warp_specialized.launch, stages=4, tma_store=True)),
+    "warp-specialized x3 tma-store 64x128 s3": Variant(None, 64, 128, 4, 3, 1, True, launch=partial(
+        warp_specialized.launch, stages=3, consumers=3, tma_store=True)),
     "gemm-only 64x128 w4 s3 x3": Variant(gemm_only_kernel, 64, 128, 4, 3, 3, False, checked=False),
     "gemm-only 128x128 w8 s3 x1": Variant(gemm_only_kernel, 128, 128, 8, 3, 1, False, checked=False),
     "gemm-only 128x256 w8 s3 x1": Variant(gemm_only_kernel, 128, 256, 8, 3, 1, False, checked=False),

@@ -76,13 +76,14 @@ def tiles_of_program(M, I: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.cons
 def consume(p, PARITY: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.constexpr):
     """The tiles t = PARITY, PARITY + N, ...: the K loop in turn with the other consumers (N of them),
     then the epilogue."""
-    (a_desc, b_desc, x_desc, out, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready, x_empty, x_ready,
-     turn) = p
+    (a_desc, b_desc, x_desc, out, out_desc, o_bufs, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready,
+     x_empty, x_ready, turn) = p
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     K_STEPS: gl.constexpr = H // BLOCK_K
+    TMA_STORE: gl.constexpr = o_bufs.type.shape[0] > 1  # one staging buffer a consumer, or the placeholder
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
     tile_rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, mma))
     tile_cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
@@ -106,10 +107,18 @@ def consume(p, PARITY: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: 
         x = x_bufs.index(PARITY).load(mma)
         mbarrier.arrive(x_empty.index(PARITY))
         d = acc * gelu_tanh_grad(x)
-        rows = row + tile_rows
         cols = col + tile_cols
-        gl.store(out + rows.to(gl.int64)[:, None] * I + cols[None, :], d.to(gl.float16), mask=(rows < M)[:, None])
+        if TMA_STORE:  # staged in shared memory, stored by the copy engine (rows past M clipped)
+            tma.store_wait(0)  # this consumer's store of its previous tile has left the buffer
+            o_bufs.index(PARITY).store(d.to(gl.float16))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(out_desc, [row, col], o_bufs.index(PARITY))
+        else:
+            rows = row + tile_rows
+            gl.store(out + rows.to(gl.int64)[:, None] * I + cols[None, :], d.to(gl.float16), mask=(rows < M)[:, None])
         gl.store(partials + tile_m * I + cols, gl.sum(d, axis=0))
+    if TMA_STORE:
+        tma.store_wait(0)
 
 
 @gluon.jit
@@ -125,8 +134,8 @@ def consume_2(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.
 @gluon.jit
 def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.constexpr):
     """For each tile in turn: its fc1_output tile into its consumer's buffer, then its K steps' operands."""
-    (a_desc, b_desc, x_desc, out, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready, x_empty, x_ready,
-     turn) = p
+    (a_desc, b_desc, x_desc, out, out_desc, o_bufs, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready,
+     x_empty, x_ready, turn) = p
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
@@ -149,15 +158,18 @@ def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.const
 
 
 @gluon.jit
-def warp_specialized_kernel(a_desc, b_desc, x_desc, out, partials, M, H: gl.constexpr, I: gl.constexpr,
+def warp_specialized_kernel(a_desc, b_desc, x_desc, out, out_desc, partials, M, H: gl.constexpr, I: gl.constexpr,
                             GROUP_M: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
-                            CONSUMER_REGS: gl.constexpr):
+                            CONSUMER_REGS: gl.constexpr, TMA_STORE: gl.constexpr):
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
     a_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
     x_bufs = gl.allocate_shared_memory(gl.float32, [CONSUMERS, BLOCK_M, BLOCK_N], x_desc.layout)
+    # grad_fc1_output's staging buffers where it is stored by TMA (a one-slot placeholder otherwise)
+    o_bufs = gl.allocate_shared_memory(gl.float16, [CONSUMERS if TMA_STORE else 1, BLOCK_M if TMA_STORE else 8, BLOCK_N],
+                                       out_desc.layout)
     load_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     load_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     x_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
@@ -170,8 +182,8 @@ def warp_specialized_kernel(a_desc, b_desc, x_desc, out, partials, M, H: gl.cons
         mbarrier.init(x_empty.index(i), count=1)
         mbarrier.init(x_ready.index(i), count=1)
         mbarrier.init(turn.index(i), count=1)
-    p = (a_desc, b_desc, x_desc, out, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready, x_empty, x_ready,
-         turn)
+    p = (a_desc, b_desc, x_desc, out, out_desc, o_bufs, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready,
+         x_empty, x_ready, turn)
     if CONSUMERS == 2:
         gl.warp_specialize([
             (consume, (p, 0, H, I, GROUP_M, 2)),
@@ -187,16 +199,17 @@ def warp_specialized_kernel(a_desc, b_desc, x_desc, out, partials, M, H: gl.cons
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
 
 
-def descriptors(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, block_m: int, block_n: int, block_k: int):
-    """Gluon's TMA descriptors of the operands and of fc1_output, with the default swizzled layouts."""
+def descriptors(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, out: torch.Tensor, block_m: int, block_n: int,
+                block_k: int):
+    """Gluon's TMA descriptors of the operands, fc1_output and grad_fc1_output, default swizzled layouts."""
     def desc(t, block, dtype):
         return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
     return (desc(a, [block_m, block_k], gl.float16), desc(b, [block_k, block_n], gl.float16),
-            desc(x, [block_m, block_n], gl.float32))
+            desc(x, [block_m, block_n], gl.float32), desc(out, [block_m, block_n], gl.float16))
 
 
 def launch(a, b, x, out, partials, M: int, sms: int, block_n: int = 128, block_k: int = 64, stages: int = 4,
-           consumers: int = 2) -> None:
+           consumers: int = 2, tma_store: bool = False) -> None:
     """One program an SM (fewer where there are fewer tiles); 64-row tiles (one wgmma warpgroup a tile).
     Registers: 2 consumers take 232 a thread, 3 take 160 (a warpgroup's 128 threads x the registers of
     every partition, the loader's 24 included, fill the SM's 64 K; the kernel's cap is what its
@@ -204,7 +217,8 @@ def launch(a, b, x, out, partials, M: int, sms: int, block_n: int = 128, block_k
     consumer_regs, max_registers = {2: (232, 168), 3: (160, 128)}[consumers]
     H, I = a.shape[1], b.shape[1]
     tiles = triton.cdiv(M, 64) * (I // block_n)
-    warp_specialized_kernel[(min(tiles, sms),)](*descriptors(a, b, x, 64, block_n, block_k), out, partials, M, H=H,
-                                                I=I, GROUP_M=8, STAGES=stages, CONSUMERS=consumers,
-                                                CONSUMER_REGS=consumer_regs,
-                                                num_warps=4, maxnreg=max_registers)
+    a_desc, b_desc, x_desc, out_desc = descriptors(a, b, x, out, 64, block_n, block_k)
+    warp_specialized_kernel[(min(tiles, sms),)](a_desc, b_desc, x_desc, out, out_desc, partials, M, H=H, I=I,
+                                                GROUP_M=8, STAGES=stages, CONSUMERS=consumers,
+                                                CONSUMER_REGS=consumer_regs, TMA_STORE=tma_store, num_warps=4,
+                                                maxnreg=max_registers)
