@@ -26,6 +26,8 @@ timer: cold L2, shifting addresses, median of 50, CUPTI kernel time):
                 128 registers instead of 167, so four 64x128 programs an SM or two 128x128 ones
   l2-prefetch   fc1_output's tile (-next: the program's next tile) asked of L2 before the K loop, one
                 prefetch.global.L2 a 128-byte line, so that the epilogue's TMA load finds it there
+  warp-specialized  stage2_warp_specialized.py's Gluon kernel (Hopper): a loader warp and 2 or 3
+                consumer warpgroups taking tiles in turn; grad_fc1_output stored by pointers or by TMA
   ablated       diagnostic: the shipped kernel without one part of its epilogue (fc1_output's load,
                 gelu', the grad_fc1_output store, the bias sums)
   gemm-only     diagnostic: the persistent K loop with no epilogue but an fp16 store of the product
@@ -43,7 +45,9 @@ _flat32_ef60723.json, _ablation_cee093a.json): every subtiled form lost (927-176
 tokens: each slice waits for its own load), the L2 prefetch lost (913-950 vs 889), the flattened loop
 in 32-deep steps with three programs an SM lost (957 vs 894). Left out one at a time, the epilogue's
 parts cost 144 (fc1_output's load), 99 (gelu'), 105 (the store) and 77 us (the bias sums) of 900 at
-131072 tokens, 6.2 / 2.6 / 1.8 / 1.5 of 26.7 at 2984: no single part holds it.
+131072 tokens, 6.2 / 2.6 / 1.8 / 1.5 of 26.7 at 2984: no single part holds it. The warp-specialized
+kernel with a TMA store won (769.7 vs 901.1 us at 131072 tokens, 48.4 vs 55.7 at 7184,
+results/stage2_prototypes_ws_98c5cb0.json): stage2_warp_specialized.py.
 
     PYTHONPATH=. python bench/experiments/stage2_prototypes.py 7184,131072 [--out FILE]   # GPU machine
 """

@@ -25,6 +25,22 @@ epilogue no other program's loads to hide behind.
 
 Hopper only (wgmma): the interpreter does not run Gluon, so this runs on the GPU machine only, from
 stage2_prototypes.py (variant "warp-specialized ..."), its outputs compared with the shipped kernel's.
+
+Found (H200, session 17; results/stage2_prototypes_ws_eead35d*.json, _ws_98c5cb0*.json; outputs
+bit-identical to the shipped kernel's in every run), us at 131072 / 17312 / 7184 / 2984 tokens:
+  - shipped persistent kernel: 901.1 / 124.7 / 55.7 / 26.5
+  - 2 consumers, grad_fc1_output stored by pointers from the MMA layout: 969.5 / 135.7 / 56.9 / 28.6
+    (6 stages: 983.1 / 139.2 / 59.2 / 28.7)
+  - 3 consumers (160 registers each): 990.6-992.7 / 127.2-134.3 / 55.8-60.0 / 28.5-29.8
+  - 2 consumers, grad_fc1_output staged in shared memory and stored by TMA: 769.7 / 109.6 / 48.4 / 24.5
+    (-15%, -12%, -13%, -8%); with 3 consumers 997.5 / 123.5 / 56.2 / 28.0.
+The winner, integrated into the solution for sm_90 beyond 2048 tokens (solution/gelu_backward_ws.py,
+GemmConfig.warp_specialized, Gluon descriptors in launches.py, compile_check and the traffic model
+taught about it), is kept as stage2_warp_specialized_integration.patch: compile-checked for sm_90 and
+sm_100 and through the CPU tests at c47e556, not yet run on the GPU (the session's device time was
+spent). To try it: `git apply bench/experiments/stage2_warp_specialized_integration.patch`, `python
+submit.py`, then on the GPU the tests, an A/B against the shipped package, 10 verification rounds and
+the evaluator.
 """
 from __future__ import annotations
 
