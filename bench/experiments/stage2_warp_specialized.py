@@ -36,10 +36,11 @@ bit-identical to the shipped kernel's in every run), us at 131072 / 17312 / 7184
     (-15%, -12%, -13%, -8%); with 3 consumers 997.5 / 123.5 / 56.2 / 28.0.
 The winner, integrated into the solution for sm_90 beyond 2048 tokens (solution/gelu_backward_ws.py,
 GemmConfig.warp_specialized, Gluon descriptors in launches.py, compile_check and the traffic model
-taught about it), is kept as stage2_warp_specialized_integration.patch: compile-checked for sm_90 and
-sm_100 and through the CPU tests at c47e556, not yet run on the GPU (the session's device time was
-spent). To try it: `git apply bench/experiments/stage2_warp_specialized_integration.patch`, `python
-submit.py`, then on the GPU the tests, an A/B against the shipped package, 10 verification rounds and
+taught about it, a CPU test of its launch and a GPU test at 1-1163 tokens), is kept as
+stage2_warp_specialized_integration.patch: compile-checked for sm_90 and sm_100 and through the CPU
+tests in session 17, not yet run on the GPU (the session's device time was spent). To try it: `git
+apply bench/experiments/stage2_warp_specialized_integration.patch`, `python submit.py`, then on the
+GPU `pytest -m gpu`, an A/B against the shipped package (ab_solutions.py), 10 verification rounds and
 the evaluator.
 """
 from __future__ import annotations
