@@ -81,6 +81,17 @@ def tile_origin(tile, tiles_m, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: 
 
 
 @triton.jit
+def tile_product(grad_residual, fc2_weight, row, col, H: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr):
+    """The (BLOCK_M, BLOCK_N) tile of grad_residual @ fc2_weight at (row, col), both operands by TMA
+    (the shipped persistent kernel's K loop)."""
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k in range(0, H, BLOCK_K):
+        acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+    return acc
+
+
+@triton.jit
 def fp32_tile_by_pointers(src, row, col, M, I: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """The BLOCK_M x BLOCK_N tile of the row-major (M, I) `src` at (row, col), rows past M as zeros."""
     rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
@@ -97,9 +108,7 @@ def prefetch_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_o
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
         tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
         x = fp32_tile_by_pointers(fc1_output, row, col, M, I, BLOCK_M, BLOCK_N)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k in range(0, H, BLOCK_K):
-            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        acc = tile_product(grad_residual, fc2_weight, row, col, H, BLOCK_M, BLOCK_N, BLOCK_K)
         gelu_backward_epilogue(acc, x, tile_m, row, col, grad_fc1_output, bias_partials, M, I, BLOCK_M, BLOCK_N)
 
 
@@ -112,9 +121,7 @@ def flattened_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0), flatten=True):
         tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k in range(0, H, BLOCK_K):
-            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        acc = tile_product(grad_residual, fc2_weight, row, col, H, BLOCK_M, BLOCK_N, BLOCK_K)
         gelu_backward_epilogue(acc, fc1_output.load([row, col]), tile_m, row, col, grad_fc1_output, bias_partials,
                                M, I, BLOCK_M, BLOCK_N)
 
@@ -138,9 +145,7 @@ def v24_gelu_persistent_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_o
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
         tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k in range(0, H, BLOCK_K):
-            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        acc = tile_product(grad_residual, fc2_weight, row, col, H, BLOCK_M, BLOCK_N, BLOCK_K)
         d = acc * gelu_grad_v24_form(fc1_output.load([row, col]))
         store_tile(grad_fc1_output, d.to(tl.float16), row, col, M, I, BLOCK_M, BLOCK_N)
         tl.store(bias_partials + tile_m * I + col + tl.arange(0, BLOCK_N), tl.sum(d, axis=0))
@@ -155,9 +160,7 @@ def tma_store_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bia
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
         tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k in range(0, H, BLOCK_K):
-            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        acc = tile_product(grad_residual, fc2_weight, row, col, H, BLOCK_M, BLOCK_N, BLOCK_K)
         d = acc * gelu_tanh_grad(fc1_output.load([row, col]))
         grad_fc1_output.store([row, col], d.to(tl.float16))
         tl.store(bias_partials + tile_m * I + col + tl.arange(0, BLOCK_N), tl.sum(d, axis=0))
@@ -191,9 +194,7 @@ def subtiled_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
         tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k in range(0, H, BLOCK_K):
-            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        acc = tile_product(grad_residual, fc2_weight, row, col, H, BLOCK_M, BLOCK_N, BLOCK_K)
         left, right = halves(acc, BLOCK_M, BLOCK_N)
         HALF: tl.constexpr = BLOCK_N // 2
         if SPLITS == 2:
@@ -246,9 +247,7 @@ def l2_prefetch_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, b
                 prefetch_tile_to_l2(fc1_lines, ahead_row, ahead_col, M, I, BLOCK_M, BLOCK_N)
         else:
             prefetch_tile_to_l2(fc1_lines, row, col, M, I, BLOCK_M, BLOCK_N)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k in range(0, H, BLOCK_K):
-            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        acc = tile_product(grad_residual, fc2_weight, row, col, H, BLOCK_M, BLOCK_N, BLOCK_K)
         gelu_backward_epilogue(acc, fc1_output.load([row, col]), tile_m, row, col, grad_fc1_output, bias_partials,
                                M, I, BLOCK_M, BLOCK_N)
 
@@ -265,9 +264,7 @@ def ablated_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
         tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k in range(0, H, BLOCK_K):
-            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        acc = tile_product(grad_residual, fc2_weight, row, col, H, BLOCK_M, BLOCK_N, BLOCK_K)
         x = fc1_output.load([row, col]) if FC1 else acc
         d = acc * (gelu_tanh_grad(x) if GELU else x)
         if STORE:
@@ -284,9 +281,7 @@ def gemm_only_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bia
     tiles_m = tl.cdiv(M, BLOCK_M)
     for tile in tl.range(tl.program_id(0), tiles_m * (I // BLOCK_N), tl.num_programs(0)):
         tile_m, row, col = tile_origin(tile, tiles_m, I, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k in range(0, H, BLOCK_K):
-            acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
+        acc = tile_product(grad_residual, fc2_weight, row, col, H, BLOCK_M, BLOCK_N, BLOCK_K)
         store_tile(grad_fc1_output, acc.to(tl.float16), row, col, M, I, BLOCK_M, BLOCK_N)
 
 
