@@ -225,8 +225,9 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # gelu_output's copy for stage 4, where it is apart from stage 1: beside stage 3 (after stage 2,
     # whose persistent programs fill every SM). Launched before stage 3, so that the GPU places its
     # persistent programs first: placed after stage 3's, they would wait for its last wave
-    copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I), dict(BLOCK=plan.gelu_copy.block),
-                   dict(num_warps=plan.gelu_copy.warps), after=(1,), shared_carveout=100),) if gelu_copy_apart else ()
+    copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I),
+                   dict(BLOCK=plan.gelu_copy.block), dict(num_warps=plan.gelu_copy.warps), after=(1,),
+                   shared_carveout=100),) if gelu_copy_apart else ()
     launches = (stage1, stage2, *copy, stage3, stage4, column_sums)
     offsets, end = [], 0
     for w in workspaces:
