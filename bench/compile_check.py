@@ -36,6 +36,8 @@ from triton._C.libtriton import native_specialize_impl
 from triton.backends.compiler import BaseBackend, GPUTarget
 from triton.backends.nvidia.compiler import get_ptxas
 from triton.compiler import ASTSource
+from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 import reference
@@ -58,8 +60,8 @@ TARGETS = {
     "sm_90": Target(90, 32, 227 * 1024, "wgmma"),
     "sm_100": Target(100, 32, 227 * 1024, "tcgen05.mma"),
 }
-GEMM_KERNELS = {"gelu_backward_gemm_kernel", "gelu_backward_persistent_kernel", "input_grad_gemm_kernel", "weight_grad_kernel",
-                "weight_grad_fp32_kernel"}
+GEMM_KERNELS = {"gelu_backward_gemm_kernel", "gelu_backward_persistent_kernel", "gelu_backward_ws_kernel",
+                "input_grad_gemm_kernel", "weight_grad_kernel", "weight_grad_fp32_kernel"}
 _TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.int32: "*i32"}
 
 
@@ -76,7 +78,7 @@ def _signature(launch) -> tuple[dict, dict, dict]:
         if isinstance(value, torch.Tensor):
             sig[name] = _TYPES[value.dtype]
             attrs[index] = BaseBackend.parse_attr(BaseBackend.get_tensor_specialization(value, align=True))
-        elif isinstance(value, TensorDescriptor):  # e.g. "tensordesc<fp16[64, 128]>", as the JIT types it
+        elif isinstance(value, (TensorDescriptor, GluonTensorDescriptor)):  # e.g. "tensordesc<fp16[64, 128]>", as the JIT types it
             sig[name] = native_specialize_impl(BaseBackend, value, False, True, True)[0]
         elif isinstance(value, float):
             sig[name] = "fp32"
@@ -95,7 +97,8 @@ def _signature(launch) -> tuple[dict, dict, dict]:
 def compile_launch(launch, target: Target):
     """Compile one launch's kernel for `target`, specialized like the GPU launch would be."""
     signature, constexprs, attrs = _signature(launch)
-    src = ASTSource(fn=launch.kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+    source = GluonASTSource if isinstance(launch.kernel, GluonJITFunction) else ASTSource
+    src = source(fn=launch.kernel, signature=signature, constexprs=constexprs, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", target.capability, target.warp_size), options=launch.options)
 
 

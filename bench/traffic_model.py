@@ -47,6 +47,7 @@ DTYPE_BYTES = {"float32": 4, "float16": 2, "int32": 4}
 LAYERNORM = "layernorm_backward_kernel"
 GELU_TILE = "gelu_backward_gemm_kernel"  # stage 2, a program per tile (few tokens)
 GELU_PERSISTENT = "gelu_backward_persistent_kernel"  # stage 2, persistent
+GELU_WS = "gelu_backward_ws_kernel"  # stage 2, warp-specialized (Hopper beyond 2048 tokens, v27 on)
 INPUT_GRAD = "input_grad_gemm_kernel"
 WEIGHT_GRAD = "weight_grad_kernel"  # stage 4 on fp16 copies of gelu_output and hidden_states
 WEIGHT_GRAD_FP32 = "weight_grad_fp32_kernel"  # stage 4 on the fp32 inputs
@@ -115,7 +116,8 @@ def layernorm_programs(tokens: int, plan: LaunchPlan) -> int:
 
 
 def stage2_kernel(tokens: int, plan: LaunchPlan) -> str:
-    return GELU_PERSISTENT if for_tokens(plan.gelu_gemm, tokens).programs_per_sm > 0 else GELU_TILE
+    g = for_tokens(plan.gelu_gemm, tokens)
+    return GELU_WS if g.warp_specialized else GELU_PERSISTENT if g.programs_per_sm > 0 else GELU_TILE
 
 
 def split_k_workspaces(M: int, plan: LaunchPlan) -> tuple[dict, dict]:
@@ -172,8 +174,8 @@ def with_fp16_copies(stages: dict[str, dict], tokens: int, plan: LaunchPlan, cop
     or stage 2 for gelu_output) and stage 4 reading the copies instead of the fp32 inputs."""
     M = tokens
     gelu_stage = LAYERNORM
-    if M >= copies.gelu_in_stage2_from and for_tokens(plan.gelu_gemm, M).programs_per_sm > 0:
-        gelu_stage = GELU_PERSISTENT
+    if M >= copies.gelu_in_stage2_from and stage2_kernel(M, plan) != GELU_TILE:
+        gelu_stage = stage2_kernel(M, plan)
     out = dict(stages)
     if copies.gelu_beside_stage3:  # its own launch, after stage 2 and before stage 3
         gelu_stage = FP16_COPY
@@ -276,6 +278,9 @@ EFFICIENCY[COLUMN_SUMS] = Efficiency(3.57, 0.0, "not measured: stage 1's rate (b
 # (call_ms). Fitted with two programs an SM; the plan runs one up to 32768 tokens (there the copy took
 # 104.7 us at 17312 tokens beside stage 3's 111.2, same file; the model: 101.1)
 EFFICIENCY[FP16_COPY] = Efficiency(2.19, 0.0, "the phase beside stage 3, 131072 tokens")
+# Stage 2 warp-specialized (v27): 0.275 TFLOP in 769.7 us alone at 131072 tokens
+# (results/stage2_prototypes_ws_98c5cb0.json; the persistent kernel 901.1 in the same run)
+EFFICIENCY[GELU_WS] = Efficiency(EFFICIENCY[GELU_PERSISTENT].tbps, 357.0, "stage 2 alone, 131072 tokens")
 # Stage 1's LayerNorm row programs alone (4 a SM, 8 rows a step) stream slower than its copy chunks:
 # 1.36 GB in 480.2 us without the gelu_output copy (results/overlap_6a1d1d9.json, 131072 tokens)
 LAYERNORM_ROWS_TBPS = 2.83
@@ -286,7 +291,7 @@ LATENCY_MS = 0.004
 
 def gemm_tiles(kernel: str, tokens: int, plan: LaunchPlan) -> int:
     """Output tiles of a GEMM stage (stage 4: both weight gradients; its column-sum programs are short)."""
-    if kernel in (GELU_TILE, GELU_PERSISTENT):
+    if kernel in (GELU_TILE, GELU_PERSISTENT, GELU_WS):
         g = for_tokens(plan.gelu_gemm, tokens)
         return math.ceil(tokens / g.block_m) * (I // g.block_n)
     if kernel == INPUT_GRAD:

@@ -34,6 +34,9 @@ class GemmConfig:
     # Stage 3 only: programs an output tile, each contracting I / splits of K (a whole number of
     # block_k steps); the last to finish adds the partials in split order (input_grad_gemm.py)
     splits: int = 1
+    # Stage 2 only, Hopper only: the warp-specialized kernel (gelu_backward_ws.py: one program an SM,
+    # 64-row tiles, num_stages operand buffers; num_warps and programs_per_sm do not apply)
+    warp_specialized: bool = False
 
 
 @dataclass(frozen=True)
@@ -305,6 +308,16 @@ _HOPPER_SHARED_OPERANDS = replace(
     gelu_copy_beside_stage3=((32768, 1), (ANY_TOKENS, 2)),
     layernorm=(_HOPPER.layernorm[0], (2048, LayerNormConfig(block_m=8, warps=4, waves=4)),
                (ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4))),
+    # Beyond 2048 tokens stage 2 warp-specialized (gelu_backward_ws.py), 64x128 tiles, 4 operand
+    # stages. Stage 2 alone against the persistent kernel above (official-style timer, us;
+    # results/stage2_prototypes_ws_98c5cb0.json, its 2984-token file _2984): 131072 tokens 769.7 vs
+    # 901.1, 17312: 109.6 vs 124.7, 7184: 48.4 vs 55.7, 2984: 24.5 vs 26.5, outputs bit-identical. The
+    # forms that lost there: without the TMA store (stored by pointers from the MMA layout) 969.5 /
+    # 135.7 / 56.9 / 28.6; three consumers (160 registers each) 990.6-997.5 at 131072. Not measured
+    # from 1025 to 2048 tokens (no workload but 1163, which keeps the persistent kernel)
+    gelu_gemm=(*_HOPPER.gelu_gemm[:-1], (2048, _HOPPER.gelu_gemm[-1][1]),
+               (ANY_TOKENS, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4,
+                                       warp_specialized=True))),
 )
 
 # Read-only: a sweep or a test builds its own plan (dataclasses.replace) and passes it to

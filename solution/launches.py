@@ -17,6 +17,8 @@ from functools import cached_property, lru_cache
 
 import torch
 import triton
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .arguments import Dims
@@ -24,11 +26,14 @@ from .column_sums import column_sum_programs, column_sums_kernel
 from .configs import GemmConfig, LaunchPlan, LayerNormConfig, for_tokens, multiprocessor_count
 from .fp16_copy import fp16_copy_kernel
 from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
+from .gelu_backward_ws import KERNEL_REGISTERS as WS_KERNEL_REGISTERS
+from .gelu_backward_ws import gelu_backward_ws_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
 from .weight_grad_gemm import weight_grad_fp32_kernel, weight_grad_kernel, weight_grad_programs
 
 WORKSPACE_ALIGNMENT = 256  # bytes
+_GLUON_TYPES = {torch.float16: gl.float16, torch.float32: gl.float32}
 
 
 @dataclass(frozen=True)
@@ -46,10 +51,12 @@ class Buffer:
 
 @dataclass(frozen=True)
 class Tiles:
-    """A TMA descriptor over a 2-D buffer, moving `block` (rows, cols) at a time."""
+    """A TMA descriptor over a 2-D buffer, moving `block` (rows, cols) at a time; for a Gluon kernel
+    (`gluon`) with the block's default NVMMA shared-memory layout."""
 
     buffer: Buffer
     block: tuple[int, int]
+    gluon: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,16 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         dict(num_warps=ln.warps), after=())
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
-    if g2.programs_per_sm == 0:
+    if g2.warp_specialized:
+        stage2 = Launch(
+            gelu_backward_ws_kernel, max(1, min(tiles2, sms)),
+            (Tiles(grad_residual_f16, (g2.block_m, g2.block_k), gluon=True),
+             Tiles(fc2_weight_f16, (g2.block_k, g2.block_n), gluon=True),
+             Tiles(fc1_output, (g2.block_m, g2.block_n), gluon=True),
+             Tiles(grad_fc1_output, (g2.block_m, g2.block_n), gluon=True), bias_partials, M),
+            dict(H=H, I=I, GROUP_M=g2.group_m, STAGES=g2.num_stages),
+            dict(num_warps=4, maxnreg=WS_KERNEL_REGISTERS), after=(0,))
+    elif g2.programs_per_sm == 0:
         stage2 = Launch(gelu_backward_gemm_kernel, tiles2,
                         (grad_residual_f16, fc2_weight_f16, fc1_output, grad_fc1_output, bias_partials, M),
                         stage2_meta, _gemm_options(g2), after=(0,))
@@ -249,7 +265,11 @@ def resolve(arg, tensors: dict[str, torch.Tensor], eps: float):
     if isinstance(arg, Buffer):
         return tensors[arg.name].view(arg.shape)
     if isinstance(arg, Tiles):
-        return TensorDescriptor.from_tensor(tensors[arg.buffer.name].view(arg.buffer.shape), list(arg.block))
+        tensor = tensors[arg.buffer.name].view(arg.buffer.shape)
+        if arg.gluon:
+            layout = gl.NVMMASharedLayout.get_default_for(list(arg.block), _GLUON_TYPES[tensor.dtype])
+            return GluonTensorDescriptor.from_tensor(tensor, list(arg.block), layout)
+        return TensorDescriptor.from_tensor(tensor, list(arg.block))
     if isinstance(arg, Scalar):
         return float(eps)
     return arg

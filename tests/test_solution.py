@@ -454,6 +454,50 @@ def test_bad_argument_raises_naming_it(edit, error, named, device, nan_outputs):
         solution_run(*(args[name] for name in (*reference.INPUT_NAMES, *reference.OUTPUT_NAMES)))
 
 
+WARP_SPECIALIZED_STAGE2 = configs.GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4,
+                                             warp_specialized=True)
+
+
+def test_warp_specialized_stage2_launch():
+    """sm_90's plan beyond 2048 tokens: stage 2 is the Gluon kernel on one program an SM, its four
+    tensors as Gluon TMA descriptors; at 2048 tokens and fewer the Triton kernels."""
+    plan = configs.PLANS["sm_90"]
+
+    def stage2(tokens: int):
+        dims = Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu"))
+        return describe_call(dims, plan).launches[1]
+
+    assert stage2(2048).kernel.__name__ == "gelu_backward_persistent_kernel"
+    launch = stage2(2049)
+    assert launch.kernel.__name__ == "gelu_backward_ws_kernel" and launch.grid == configs.multiprocessor_count(
+        torch.device("cpu"))
+    assert [a.buffer.name for a in launch.args if getattr(a, "gluon", False)] == [
+        "grad_residual_f16", "fc2_weight_f16", "fc1_output", "grad_fc1_output"]
+    assert not any(configs.for_tokens(configs.PLANS[arch].gelu_gemm, 131072).warp_specialized
+                   for arch in ("sm_100", "cpu"))  # wgmma: Hopper only; the interpreter runs no Gluon
+
+
+B1xS1163 = next(w for w in reference.WORKLOADS if w.label == "B1xS1163")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch_size, seq_len, tolerance", [
+    pytest.param(1, 1, LIVE_TOLERANCE, id="one-token"),
+    pytest.param(2, 37, LIVE_TOLERANCE, id="partial-row-tile"),
+    pytest.param(1, 130, LIVE_TOLERANCE, id="three-row-tiles"),
+    pytest.param(1, 1163, B1xS1163.tolerance, id="B1xS1163-more-tiles-than-programs")])
+def test_warp_specialized_stage2(batch_size, seq_len, tolerance, device, nan_outputs, outputs_pass):
+    """The Gluon stage 2 (Hopper) at any token count, through the CUDA graph: fewer tiles than
+    programs, rows past M (zero-filled loads, clipped TMA stores), and programs with 2 or 3 tiles
+    (the two consumers take them in turn)."""
+    if configs.architecture(device) != "sm_90":
+        pytest.skip("the warp-specialized stage 2 is Hopper's (wgmma)")
+    inputs = draw(batch_size, seq_len, device, seed=500 + seq_len)
+    outputs = nan_outputs(batch_size, seq_len, device)
+    call(inputs, outputs, device_plan(device, gelu_gemm=((configs.ANY_TOKENS, WARP_SPECIALIZED_STAGE2),)))
+    outputs_pass(outputs, reference_outputs(inputs), tolerance)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("draw_round", range(GPU_ROUNDS), ids=lambda r: f"draw{r}")
 @pytest.mark.parametrize("workload", GPU_WORKLOADS, ids=lambda w: w.label)
