@@ -16,6 +16,9 @@ program still fits beside a 128x256 stage-3 program's 8 x 170) or on 4 warps (16
 stage 3's 64x128 programs up to 4096 tokens only). Stage 2 as the one-tile kernel (fc1_output loaded
 before the K loop) up to 4096 tokens: results/stage2_prototypes_ablation_cee093a.json found the
 fc1_output load a quarter of its time at 2984 tokens (26.7 vs 20.5 us without it).
+Session 18: v26 against the warp-specialized stage 2 (gelu_backward_ws.py) from 2049 tokens; as
+variants, its operand ring 3 deep instead of 4 (ws-stages-3), 4 row tiles a column sweep instead of
+8 (ws-group-4), and the kernel from 1025 tokens (ws-from-1025: 1163 tokens).
 
     PYTHONPATH=. python bench/experiments/ab_solutions.py OLD_SOLUTION_DIR 128,2984 [--variant 2rows-from-2049]   # on the GPU machine
 """
@@ -66,11 +69,27 @@ def _one_tile_stage2_to_4096(block_n: int):
     return variant
 
 
+def _warp_specialized(from_tokens: int = 2049, **changes):
+    """The warp-specialized stage-2 entry (the plan's last) with `changes`, from `from_tokens` on
+    (the entries before it then end below that)."""
+    def variant(plan: configs.LaunchPlan) -> configs.LaunchPlan:
+        kept = tuple((limit, g) for limit, g in plan.gelu_gemm[:-1] if limit < from_tokens)
+        if from_tokens > 2049:
+            raise ValueError("from_tokens: at most 2049")
+        if kept[-1][0] < from_tokens - 1:  # the persistent entry up to from_tokens - 1
+            kept += ((from_tokens - 1, plan.gelu_gemm[-2][1]),)
+        return dataclasses.replace(plan, gelu_gemm=kept + (
+            (ANY_TOKENS, dataclasses.replace(plan.gelu_gemm[-1][1], **changes)),))
+    return variant
+
+
 VARIANTS = {"2rows-from-2049": _two_rows_from_2049, "gelu-copy-x2": _gelu_copy(2), "gelu-copy-x4": _gelu_copy(4),
             "gelu-copy-in-stage1": _gelu_copy(0), "gelu-copy-16k-w4": _gelu_copy_step(16384, 4),
             "gelu-copy-16k-w8": _gelu_copy_step(16384, 8),
             "one-tile-stage2-64x64-to-4096": _one_tile_stage2_to_4096(64),
-            "one-tile-stage2-64x128-to-4096": _one_tile_stage2_to_4096(128)}
+            "one-tile-stage2-64x128-to-4096": _one_tile_stage2_to_4096(128),
+            "ws-stages-3": _warp_specialized(num_stages=3), "ws-group-4": _warp_specialized(group_m=4),
+            "ws-from-1025": _warp_specialized(from_tokens=1025)}
 
 
 def main(argv: list[str]) -> int:
