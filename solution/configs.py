@@ -90,10 +90,6 @@ class LaunchPlan:
     # an SM, or with 0 in stage 1's chunk programs; by tokens
     gelu_copy_beside_stage3: tuple[tuple[int, int], ...]
     gelu_copy: CopyConfig  # that launch's step and warps
-    # Where that copy is apart and stage 2 is warp-specialized (one program an SM): n > 0 SMs left to
-    # the copy beside stage 2 instead of beside stage 3 (stage 2 on the others; the copy's programs
-    # gelu_copy_beside_stage3's count an SM, times n), or 0; by tokens
-    gelu_copy_beside_stage2: tuple[tuple[int, int], ...] = ((ANY_TOKENS, 0),)
 
     def __hash__(self) -> int:
         """Computed once: the plan keys the per-shape caches that every call looks up, and hashing

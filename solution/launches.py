@@ -143,10 +143,6 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
     gelu_copy_programs = gelu_copy_programs_per_sm(M, plan) * sms
     gelu_copy_apart = gelu_copy_programs > 0
-    # SMs left to that copy beside the warp-specialized stage 2 (0: the copy beside stage 3)
-    copy_sms = for_tokens(plan.gelu_copy_beside_stage2, M) if gelu_copy_apart and g2.warp_specialized else 0
-    if copy_sms:
-        gelu_copy_programs = gelu_copy_programs // sms * copy_sms
 
     # the caller's tensors, as the kernels index them
     def caller(name: str, *shape: int) -> Buffer:
@@ -195,7 +191,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
     if g2.warp_specialized:
         stage2 = Launch(
-            gelu_backward_ws_kernel, max(1, min(tiles2, sms - copy_sms)),
+            gelu_backward_ws_kernel, max(1, min(tiles2, sms)),
             (Tiles(grad_residual_f16, (g2.block_m, g2.block_k), gluon=True),
              Tiles(fc2_weight_f16, (g2.block_k, g2.block_n), gluon=True),
              Tiles(fc1_output, (g2.block_m, g2.block_n), gluon=True),
@@ -244,12 +240,9 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
 
     # gelu_output's copy for stage 4, where it is apart from stage 1: beside stage 3 (after stage 2,
     # whose persistent programs fill every SM). Launched before stage 3, so that the GPU places its
-    # persistent programs first: placed after stage 3's, they would wait for its last wave. Or beside
-    # stage 2 (after stage 1), on the SMs stage 2 leaves it: launched after stage 2, whose one
-    # program an SM fills an SM's registers, so that the copy's programs find only those SMs free
+    # persistent programs first: placed after stage 3's, they would wait for its last wave
     copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I),
-                   dict(BLOCK=plan.gelu_copy.block), dict(num_warps=plan.gelu_copy.warps),
-                   after=(0,) if copy_sms else (1,),
+                   dict(BLOCK=plan.gelu_copy.block), dict(num_warps=plan.gelu_copy.warps), after=(1,),
                    shared_carveout=100),) if gelu_copy_apart else ()
     launches = (stage1, stage2, *copy, stage3, stage4, column_sums)
     offsets, end = [], 0

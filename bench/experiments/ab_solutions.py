@@ -18,8 +18,10 @@ before the K loop) up to 4096 tokens: results/stage2_prototypes_ablation_cee093a
 fc1_output load a quarter of its time at 2984 tokens (26.7 vs 20.5 us without it).
 Session 18: v26 against the warp-specialized stage 2 (gelu_backward_ws.py) from 2049 tokens; as
 variants, its operand ring 3 deep instead of 4 (ws-stages-3), 4 row tiles a column sweep instead of
-8 (ws-group-4), and the kernel from 1025 tokens (ws-from-1025: 1163 tokens); gelu_output's copy
-beside stage 2 on n SMs left by it, p programs an SM (copy-beside-stage2-nxp), not beside stage 3.
+8 (ws-group-4), and the kernel from 1025 tokens (ws-from-1025: 1163 tokens); at 6e71feb, whose plan
+had the field (LaunchPlan.gelu_copy_beside_stage2, removed after it lost), gelu_output's copy beside
+stage 2 on n SMs left by it, p programs an SM (copy-beside-stage2-nxp), not beside stage 3
+(results/solutions_ab_ws_6e71feb.json).
 
     PYTHONPATH=. python bench/experiments/ab_solutions.py OLD_SOLUTION_DIR 128,2984 [--variant 2rows-from-2049]   # on the GPU machine
 """
@@ -84,23 +86,13 @@ def _warp_specialized(from_tokens: int = 2049, **changes):
     return variant
 
 
-def _copy_beside_stage2(copy_sms: int, programs_per_sm: int):
-    """gelu_output's copy beside the warp-specialized stage 2, on `copy_sms` SMs that stage 2 leaves."""
-    def variant(plan: configs.LaunchPlan) -> configs.LaunchPlan:
-        return dataclasses.replace(plan, gelu_copy_beside_stage2=((ANY_TOKENS, copy_sms),),
-                                   gelu_copy_beside_stage3=((ANY_TOKENS, programs_per_sm),))
-    return variant
-
-
 VARIANTS = {"2rows-from-2049": _two_rows_from_2049, "gelu-copy-x2": _gelu_copy(2), "gelu-copy-x4": _gelu_copy(4),
             "gelu-copy-in-stage1": _gelu_copy(0), "gelu-copy-16k-w4": _gelu_copy_step(16384, 4),
             "gelu-copy-16k-w8": _gelu_copy_step(16384, 8),
             "one-tile-stage2-64x64-to-4096": _one_tile_stage2_to_4096(64),
             "one-tile-stage2-64x128-to-4096": _one_tile_stage2_to_4096(128),
             "ws-stages-3": _warp_specialized(num_stages=3), "ws-group-4": _warp_specialized(group_m=4),
-            "ws-from-1025": _warp_specialized(from_tokens=1025),
-            **{f"copy-beside-stage2-{n}x{p}": _copy_beside_stage2(n, p) for n, p in ((12, 4), (16, 4), (24, 4),
-                                                                                    (16, 8))}}
+            "ws-from-1025": _warp_specialized(from_tokens=1025)}
 
 
 def main(argv: list[str]) -> int:
