@@ -29,7 +29,10 @@ timer: cold L2, shifting addresses, median of 50, CUPTI kernel time):
   warp-specialized  stage2_warp_specialized.py's Gluon kernel (Hopper): a loader warp and 2 or 3
                 consumer warpgroups taking tiles in turn; grad_fc1_output stored by pointers or by TMA
   ablated       diagnostic: the shipped kernel without one part of its epilogue (fc1_output's load,
-                gelu', the grad_fc1_output store, the bias sums)
+                gelu', the grad_fc1_output store, the bias sums); also the warp-specialized kernel
+                without fc1_output's load, gelu' or the store, and with none of them (sums-only:
+                left out too, the bias sums fail Triton 3.6's lowering of the Gluon kernel, an
+                assertion in ConvertTritonGPUToLLVM)
   gemm-only     diagnostic: the persistent K loop with no epilogue but an fp16 store of the product
   epilogue-only diagnostic: fc1_output read, gelu' applied, grad_fc1_output and the bias partial sums
                 written; no MMA
@@ -373,6 +376,11 @@ VARIANTS = {
                                                     launch=partial(warp_specialized.launch, stages=4, tma_store=True)),
     "warp-specialized x3 tma-store 64x128 s3": Variant(None, 64, 128, 4, 3, 1, True, launch=partial(
         warp_specialized.launch, stages=3, consumers=3, tma_store=True)),
+    **{f"warp-specialized tma-store ablated {name} 64x128 s4": Variant(
+        None, 64, 128, 4, 4, 1, True, checked=False,
+        launch=partial(warp_specialized.launch, stages=4, tma_store=True, ablation=parts))
+       for name, parts in (("no-fc1", ("FC1",)), ("no-gelu", ("GELU",)), ("no-store", ("STORE",)),
+                           ("sums-only", ("FC1", "GELU", "STORE")))},
     "gemm-only 64x128 w4 s3 x3": Variant(gemm_only_kernel, 64, 128, 4, 3, 3, False, checked=False),
     "gemm-only 128x128 w8 s3 x1": Variant(gemm_only_kernel, 128, 128, 8, 3, 1, False, checked=False),
     "gemm-only 128x256 w8 s3 x1": Variant(gemm_only_kernel, 128, 256, 8, 3, 1, False, checked=False),

@@ -94,7 +94,7 @@ def consume(p, PARITY: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: 
     """The tiles t = PARITY, PARITY + N, ...: the K loop in turn with the other consumers (N of them),
     then the epilogue."""
     (a_desc, b_desc, x_desc, out, out_desc, o_bufs, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready,
-     x_empty, x_ready, turn) = p
+     x_empty, x_ready, turn, FC1, GELU, STORE) = p
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
@@ -120,12 +120,20 @@ def consume(p, PARITY: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: 
         acc = warpgroup_mma_wait(0, deps=[acc])
         mbarrier.arrive(load_empty.index((t * K_STEPS + K_STEPS - 1) % STAGES))
         mbarrier.arrive(turn.index((PARITY + 1) % N))
-        mbarrier.wait(x_ready.index(PARITY), j & 1)
-        x = x_bufs.index(PARITY).load(mma)
-        mbarrier.arrive(x_empty.index(PARITY))
-        d = acc * gelu_tanh_grad(x)
+        if FC1:
+            mbarrier.wait(x_ready.index(PARITY), j & 1)
+            x = x_bufs.index(PARITY).load(mma)
+            mbarrier.arrive(x_empty.index(PARITY))
+        else:  # ablation: no fc1_output load (gelu' of the product instead)
+            x = acc
+        if GELU:
+            d = acc * gelu_tanh_grad(x)
+        else:  # ablation: no gelu'
+            d = acc * x
         cols = col + tile_cols
-        if TMA_STORE:  # staged in shared memory, stored by the copy engine (rows past M clipped)
+        if not STORE:  # ablation: no grad_fc1_output store
+            pass
+        elif TMA_STORE:  # staged in shared memory, stored by the copy engine (rows past M clipped)
             tma.store_wait(0)  # this consumer's store of its previous tile has left the buffer
             o_bufs.index(PARITY).store(d.to(gl.float16))
             fence_async_shared()
@@ -152,7 +160,7 @@ def consume_2(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.
 def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.constexpr):
     """For each tile in turn: its fc1_output tile into its consumer's buffer, then its K steps' operands."""
     (a_desc, b_desc, x_desc, out, out_desc, o_bufs, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready,
-     x_empty, x_ready, turn) = p
+     x_empty, x_ready, turn, FC1, GELU, STORE) = p
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
@@ -161,10 +169,11 @@ def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.const
     for t in range(tiles_of_program(M, I, BLOCK_M, BLOCK_N)):
         tile_m, row, col = tile_of(t, M, I, BLOCK_M, BLOCK_N, GROUP_M)
         parity = t % N
-        mbarrier.wait(x_empty.index(parity), ((t // N) & 1) ^ 1)
-        fence_async_shared()  # the consumer's reads of that buffer before the copy engine's write
-        mbarrier.expect(x_ready.index(parity), x_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(x_desc, [row, col], x_ready.index(parity), x_bufs.index(parity))
+        if FC1:
+            mbarrier.wait(x_empty.index(parity), ((t // N) & 1) ^ 1)
+            fence_async_shared()  # the consumer's reads of that buffer before the copy engine's write
+            mbarrier.expect(x_ready.index(parity), x_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(x_desc, [row, col], x_ready.index(parity), x_bufs.index(parity))
         for k in range(K_STEPS):
             c = t * K_STEPS + k
             s = c % STAGES
@@ -177,7 +186,10 @@ def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.const
 @gluon.jit
 def warp_specialized_kernel(a_desc, b_desc, x_desc, out, out_desc, partials, M, H: gl.constexpr, I: gl.constexpr,
                             GROUP_M: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
-                            CONSUMER_REGS: gl.constexpr, TMA_STORE: gl.constexpr):
+                            CONSUMER_REGS: gl.constexpr, TMA_STORE: gl.constexpr, FC1: gl.constexpr = True,
+                            GELU: gl.constexpr = True, STORE: gl.constexpr = True):
+    # FC1, GELU, STORE: the epilogue's parts, each left out (False) in an ablation variant (the bias
+    # sums left out fail Triton 3.6's lowering: stage2_prototypes.py)
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
@@ -200,7 +212,7 @@ def warp_specialized_kernel(a_desc, b_desc, x_desc, out, out_desc, partials, M, 
         mbarrier.init(x_ready.index(i), count=1)
         mbarrier.init(turn.index(i), count=1)
     p = (a_desc, b_desc, x_desc, out, out_desc, o_bufs, partials, M, a_bufs, b_bufs, x_bufs, load_empty, load_ready,
-         x_empty, x_ready, turn)
+         x_empty, x_ready, turn, FC1, GELU, STORE)
     if CONSUMERS == 2:
         gl.warp_specialize([
             (consume, (p, 0, H, I, GROUP_M, 2)),
@@ -226,7 +238,7 @@ def descriptors(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, out: torch.Te
 
 
 def launch(a, b, x, out, partials, M: int, sms: int, block_n: int = 128, block_k: int = 64, stages: int = 4,
-           consumers: int = 2, tma_store: bool = False) -> None:
+           consumers: int = 2, tma_store: bool = False, ablation: tuple = ()) -> None:
     """One program an SM (fewer where there are fewer tiles); 64-row tiles (one wgmma warpgroup a tile).
     Registers: 2 consumers take 232 a thread, 3 take 160 (a warpgroup's 128 threads x the registers of
     every partition, the loader's 24 included, fill the SM's 64 K; the kernel's cap is what its
@@ -238,4 +250,4 @@ def launch(a, b, x, out, partials, M: int, sms: int, block_n: int = 128, block_k
     warp_specialized_kernel[(min(tiles, sms),)](a_desc, b_desc, x_desc, out, out_desc, partials, M, H=H, I=I,
                                                 GROUP_M=8, STAGES=stages, CONSUMERS=consumers,
                                                 CONSUMER_REGS=consumer_regs, TMA_STORE=tma_store, num_warps=4,
-                                                maxnreg=max_registers)
+                                                maxnreg=max_registers, **{name: False for name in ablation})
