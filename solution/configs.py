@@ -313,8 +313,12 @@ _HOPPER_SHARED_OPERANDS = replace(
     # results/stage2_prototypes_ws_98c5cb0.json, its 2984-token file _2984): 131072 tokens 769.7 vs
     # 901.1, 17312: 109.6 vs 124.7, 7184: 48.4 vs 55.7, 2984: 24.5 vs 26.5, outputs bit-identical. The
     # forms that lost there: without the TMA store (stored by pointers from the MMA layout) 969.5 /
-    # 135.7 / 56.9 / 28.6; three consumers (160 registers each) 990.6-997.5 at 131072. Not measured
-    # from 1025 to 2048 tokens (no workload but 1163, which keeps the persistent kernel)
+    # 135.7 / 56.9 / 28.6; three consumers (160 registers each) 990.6-997.5 at 131072. In the call
+    # against v26 (3 interleaved rounds, results/solutions_ab_ws_6e71feb.json): 131072 tokens
+    # 2714-2736 vs 2835-2854 us, 17312: 381.0-381.6 vs 395.6-396.2, 7184: 167.5-167.7 vs 174.3-174.8,
+    # 2984: 82.9-83.4 vs 84.2-84.6. In the same run, lost or no gain: 3 operand stages (131072:
+    # 2825-2838), group_m 4 (2727-2738; 2984: 82.5-82.6), the kernel from 1025 tokens (1163 tokens:
+    # 44.7-44.8 vs 43.1-43.2 with the persistent kernel, so 1025-2048 keep it)
     gelu_gemm=(*_HOPPER.gelu_gemm[:-1], (2048, _HOPPER.gelu_gemm[-1][1]),
                (ANY_TOKENS, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4,
                                        warp_specialized=True))),

@@ -34,14 +34,11 @@ bit-identical to the shipped kernel's in every run), us at 131072 / 17312 / 7184
   - 3 consumers (160 registers each): 990.6-992.7 / 127.2-134.3 / 55.8-60.0 / 28.5-29.8
   - 2 consumers, grad_fc1_output staged in shared memory and stored by TMA: 769.7 / 109.6 / 48.4 / 24.5
     (-15%, -12%, -13%, -8%); with 3 consumers 997.5 / 123.5 / 56.2 / 28.0.
-The winner, integrated into the solution for sm_90 beyond 2048 tokens (solution/gelu_backward_ws.py,
-GemmConfig.warp_specialized, Gluon descriptors in launches.py, compile_check and the traffic model
-taught about it, a CPU test of its launch and a GPU test at 1-1163 tokens), is kept as
-stage2_warp_specialized_integration.patch: compile-checked for sm_90 and sm_100 and through the CPU
-tests in session 17, not yet run on the GPU (the session's device time was spent). To try it: `git
-apply bench/experiments/stage2_warp_specialized_integration.patch`, `python submit.py`, then on the
-GPU `pytest -m gpu`, an A/B against the shipped package (ab_solutions.py), 10 verification rounds and
-the evaluator.
+The winner is the solution's stage 2 on sm_90 beyond 2048 tokens since v27 (session 18:
+solution/gelu_backward_ws.py; in the call -122 us at 131072 tokens, -15 at 17312, -7 at 7184, -1 at
+2984, results/solutions_ab_ws_6e71feb.json). This file keeps the prototype and its variants (consumer
+count, pointer or TMA store, and the epilogue ablation flags FC1 / GELU / STORE, session 18) for
+stage2_prototypes.py.
 """
 from __future__ import annotations
 
