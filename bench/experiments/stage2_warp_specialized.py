@@ -42,8 +42,6 @@ stage2_prototypes.py.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import triton
 from triton.experimental import gluon
@@ -52,38 +50,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-LOG2E = gl.constexpr(1.4426950408889634)
-GELU_COEFF = gl.constexpr(0.044715)
-TWO_C = gl.constexpr(2.0 * math.sqrt(2.0 / math.pi))  # as solution/gelu.py
-
-
-@gluon.jit
-def gelu_tanh_grad(x):
-    """solution/gelu.py's sigmoid form: gelu'(x) = s (1 + x (1 - s) 2 du/dx), s = sigmoid(2u)."""
-    x2 = x * x
-    s = 1.0 / (1.0 + gl.exp2(x * (x2 * (TWO_C * GELU_COEFF) + TWO_C) * -LOG2E))
-    twice_du_dx = x2 * (3.0 * TWO_C * GELU_COEFF) + TWO_C
-    return s * ((x * (1.0 - s)) * twice_du_dx + 1.0)
-
-
-@gluon.jit
-def tile_of(t, M, I: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr):
-    """(row tile, first row, first column) of the program's t-th tile, in solution/tiling.py's order."""
-    tiles_m = gl.cdiv(M, BLOCK_M)
-    tiles_n: gl.constexpr = I // BLOCK_N
-    tile = gl.program_id(0) + t * gl.num_programs(0)
-    per_group = GROUP_M * tiles_n
-    first_m = (tile // per_group) * GROUP_M
-    size = gl.minimum(tiles_m - first_m, GROUP_M)
-    tile_m = first_m + (tile % per_group) % size
-    tile_n = (tile % per_group) // size
-    return tile_m, tile_m * BLOCK_M, tile_n * BLOCK_N
-
-
-@gluon.jit
-def tiles_of_program(M, I: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
-    total = gl.cdiv(M, BLOCK_M) * (I // BLOCK_N)
-    return gl.cdiv(total - gl.program_id(0), gl.num_programs(0))
+from solution.gelu_backward_ws import gelu_tanh_grad, program_tile, program_tiles  # shared with the shipped kernel
 
 
 @gluon.jit
@@ -101,9 +68,9 @@ def consume(p, PARITY: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: 
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
     tile_rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, mma))
     tile_cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
-    for t in range(PARITY, tiles_of_program(M, I, BLOCK_M, BLOCK_N), N):
+    for t in range(PARITY, program_tiles(M, I, BLOCK_M, BLOCK_N), N):
         j = t // N
-        tile_m, row, col = tile_of(t, M, I, BLOCK_M, BLOCK_N, GROUP_M)
+        tile_m, row, col = program_tile(t, M, I, BLOCK_M, BLOCK_N, GROUP_M)
         mbarrier.wait(turn.index(PARITY), (j & 1) ^ (1 if PARITY == 0 else 0))
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
         for k in gl.static_range(K_STEPS):
@@ -163,8 +130,8 @@ def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, N: gl.const
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     K_STEPS: gl.constexpr = H // BLOCK_K
-    for t in range(tiles_of_program(M, I, BLOCK_M, BLOCK_N)):
-        tile_m, row, col = tile_of(t, M, I, BLOCK_M, BLOCK_N, GROUP_M)
+    for t in range(program_tiles(M, I, BLOCK_M, BLOCK_N)):
+        tile_m, row, col = program_tile(t, M, I, BLOCK_M, BLOCK_N, GROUP_M)
         parity = t % N
         if FC1:
             mbarrier.wait(x_empty.index(parity), ((t // N) & 1) ^ 1)
