@@ -28,6 +28,9 @@ timer: cold L2, shifting addresses, median of 50, CUPTI kernel time):
                 prefetch.global.L2 a 128-byte line, so that the epilogue's TMA load finds it there
   warp-specialized  stage2_warp_specialized.py's Gluon kernel (Hopper): a loader warp and 2 or 3
                 consumer warpgroups taking tiles in turn; grad_fc1_output stored by pointers or by TMA
+  warp-specialized copy  stage2_ws_copy.py: the warp-specialized kernel with gelu_output's fp16 copy
+                as a fourth partition (copy warps w, copy stages s); stage 2's outputs are checked
+                here, the copy by stage2_ws_copy.check_copy
   ablated       diagnostic: the shipped kernel without one part of its epilogue (fc1_output's load,
                 gelu', the grad_fc1_output store, the bias sums); also the warp-specialized kernel
                 without fc1_output's load, gelu' or the store, and with none of them (sums-only:
@@ -69,6 +72,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from bench.experiments import stage2_warp_specialized as warp_specialized
+from bench.experiments import stage2_ws_copy as ws_copy
 from solution.gelu import gelu_tanh_grad
 from solution.gelu_backward_gemm import gelu_backward_epilogue, gelu_backward_persistent_kernel
 from solution.tiling import grouped_tile, store_tile
@@ -322,6 +326,16 @@ class Variant:
     launch: object = None
 
 
+_GELU = {}  # tokens -> (gelu_output, its fp16 copy): the copy variants' extra operands, made once
+
+
+def _with_gelu_copy(a, b, x, out, partials, M: int, sms: int, **options) -> None:
+    """stage2_ws_copy.py's kernel: stage 2 warp-specialized with gelu_output's fp16 copy beside it."""
+    if M not in _GELU:
+        _GELU[M] = (torch.randn(M, I, device=a.device), torch.empty(M, I, device=a.device, dtype=torch.float16))
+    ws_copy.launch(a, b, x, out, partials, *_GELU[M], M, sms, **options)
+
+
 VARIANTS = {
     "shipped 64x128 w4 s3 x3": Variant(gelu_backward_persistent_kernel, 64, 128, 4, 3, 3, True),
     "v24-gelu 64x128 w4 s3 x3": Variant(v24_gelu_persistent_kernel, 64, 128, 4, 3, 3, True),
@@ -381,6 +395,9 @@ VARIANTS = {
         launch=partial(warp_specialized.launch, stages=4, tma_store=True, ablation=parts))
        for name, parts in (("no-fc1", ("FC1",)), ("no-gelu", ("GELU",)), ("no-store", ("STORE",)),
                            ("sums-only", ("FC1", "GELU", "STORE")))},
+    **{f"warp-specialized copy w{w} s{s} 64x128 s4": Variant(None, 64, 128, 4, 4, 1, True,
+                                                           launch=partial(_with_gelu_copy, copy_warps=w, copy_stages=s))
+       for w, s in ((2, 3), (2, 2), (4, 3))},
     "gemm-only 64x128 w4 s3 x3": Variant(gemm_only_kernel, 64, 128, 4, 3, 3, False, checked=False),
     "gemm-only 128x128 w8 s3 x1": Variant(gemm_only_kernel, 128, 128, 8, 3, 1, False, checked=False),
     "gemm-only 128x256 w8 s3 x1": Variant(gemm_only_kernel, 128, 256, 8, 3, 1, False, checked=False),
