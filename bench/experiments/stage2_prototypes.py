@@ -324,16 +324,21 @@ class Variant:
     ablation: tuple = ()  # ablated_kernel's constexprs set to False
     # a launcher of its own, fn(a, b, x, out, partials, M, sms) (the Gluon prototype), or None
     launch: object = None
+    copies_gelu: bool = False  # also writes gelu_output's fp16 copy (_gelu_buffers), checked too
 
 
 _GELU = {}  # tokens -> (gelu_output, its fp16 copy): the copy variants' extra operands, made once
 
 
+def _gelu_buffers(M: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if M not in _GELU:
+        _GELU[M] = (torch.randn(M, I, device="cuda"), torch.empty(M, I, device="cuda", dtype=torch.float16))
+    return _GELU[M]
+
+
 def _with_gelu_copy(a, b, x, out, partials, M: int, sms: int, **options) -> None:
     """stage2_ws_copy.py's kernel: stage 2 warp-specialized with gelu_output's fp16 copy beside it."""
-    if M not in _GELU:
-        _GELU[M] = (torch.randn(M, I, device=a.device), torch.empty(M, I, device=a.device, dtype=torch.float16))
-    ws_copy.launch(a, b, x, out, partials, *_GELU[M], M, sms, **options)
+    ws_copy.launch(a, b, x, out, partials, *_gelu_buffers(M), M, sms, **options)
 
 
 VARIANTS = {
@@ -396,7 +401,8 @@ VARIANTS = {
        for name, parts in (("no-fc1", ("FC1",)), ("no-gelu", ("GELU",)), ("no-store", ("STORE",)),
                            ("sums-only", ("FC1", "GELU", "STORE")))},
     **{f"warp-specialized copy w{w} s{s} 64x128 s4": Variant(None, 64, 128, 4, 4, 1, True,
-                                                           launch=partial(_with_gelu_copy, copy_warps=w, copy_stages=s))
+                                                           launch=partial(_with_gelu_copy, copy_warps=w, copy_stages=s),
+                                                           copies_gelu=True)
        for w, s in ((2, 3), (2, 2), (4, 3))},
     "gemm-only 64x128 w4 s3 x3": Variant(gemm_only_kernel, 64, 128, 4, 3, 3, False, checked=False),
     "gemm-only 128x128 w8 s3 x1": Variant(gemm_only_kernel, 128, 128, 8, 3, 1, False, checked=False),
@@ -458,6 +464,8 @@ def measure(tokens: int, names: list[str], sms: int) -> dict:
         fn = launcher(v, tokens, sms)
         if v.checked:
             got = [torch.full_like(o, float("nan")) for o in outputs]
+            if v.copies_gelu:
+                _gelu_buffers(tokens)[1].fill_(float("nan"))
             fn(*inputs, *got)
             torch.cuda.synchronize()
             diff = (got[0].float() - expected[0].float()).abs().max().item()
@@ -465,6 +473,11 @@ def measure(tokens: int, names: list[str], sms: int) -> dict:
             bias_diff = (bias - expected_bias).abs().max().item()
             row["max_abs_diff"][name] = [diff, bias_diff]
             row["correct"][name] = diff <= 1e-2 and bias_diff <= 1e-2 * max(1.0, expected_bias.abs().max().item())
+            if v.copies_gelu:  # the copy exact (NaN where an element was not written)
+                gelu, gelu_f16 = _gelu_buffers(tokens)
+                copy_diff = (gelu_f16.float() - gelu.half().float()).abs().max().item()
+                row["max_abs_diff"][name].append(copy_diff)
+                row["correct"][name] = row["correct"][name] and copy_diff == 0.0
         try:
             r = time_call(fn, inputs, outputs, warmup=10, rep=50)
             row["us"][name] = round(r.median_ms * 1e3, 1)

@@ -23,7 +23,8 @@ instead of 742). The call gains if stage 2 slows by less than ~190-250 us: -100 
 131072 tokens predicted.
 
 Hopper only; runs from stage2_prototypes.py (variants "warp-specialized copy ..."), which checks
-stage 2's outputs against the shipped kernel's, and check_copy() below checks the copy.
+stage 2's outputs against the shipped kernel's and the copy against gelu_output.half() (into a
+NaN-filled buffer); check_copy() below does the latter alone.
 """
 from __future__ import annotations
 
@@ -152,7 +153,8 @@ def launch(a, b, x, out, partials, gelu, gelu_f16, M: int, sms: int, copy_warps:
 
 
 def check_copy(tokens: int, sms: int, **options) -> float:
-    """Max |gelu_f16 - gelu.half()| after one launch at `tokens` tokens (0.0: exact), NaN-filled outputs."""
+    """Max |gelu_f16 - gelu.half()| after one launch at `tokens` tokens into NaN-filled outputs: 0.0
+    when exact, NaN where an element was not written (test `== 0.0`)."""
     from bench.experiments.stage2_prototypes import stage2_inputs
 
     inputs, outputs = stage2_inputs(tokens, torch.device("cuda"))

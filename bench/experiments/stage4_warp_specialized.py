@@ -12,23 +12,29 @@ there, ~490-555 alone). The B-operand form in Triton (the rounded tile staged in
 the same warps as the MMA) lost, 1617 vs 760 us (results/stage4_operand_b_ab_39589b2.json): each
 tile's rounding waited for the MMA before it. Here the rounding runs in its own warps.
 
-Layout of the work: 128 x 256 output tiles (P on the fp16 side, 256 on the fp32 side, so that L2 ->
-SM bytes per token equal today's 128 x 128 tiles on two fp16 operands), 32 tiles a weight, each
-over half of the tokens (SPLITS = 2: 128 programs, one an SM), the halves' partial tiles added
-afterwards in a fixed order (here two torch.add; integrated, the last program of a tile to finish
-would add them). Per program, BLOCK_K tokens a step:
-  - a loader warp: the fp16 x tile's two 64-column halves and the fp32 y tile by TMA into rings of
-    STAGES buffers;
-  - two converter warps (beside the loader's, in one warpgroup): each fp32 y tile read from shared memory, rounded, written as fp16 into a
-    ring of Y16_STAGES buffers (fence, then arrive);
-  - two MMA warpgroups, one per 64-row half of P: wgmma with A = x half^T (the buffer transposed) and
-    B = the fp16 y tile, both from shared memory; the 64 x 256 fp32 accumulator stored at the end.
+Layout of the work: BLOCK_P x BLOCK_Q output tiles (P on the fp16 x side, Q on the fp32 y side), 32
+tiles a weight, each over half of the tokens (SPLITS = 2: 128 programs, one an SM), the halves'
+partial tiles added afterwards in a fixed order (here two torch.add; integrated, the last program of
+a tile to finish would add them). Per program, BLOCK_K tokens a step:
+  - a loader warp: the fp16 x tile's two halves (one per MMA warpgroup) and the fp32 y tile by TMA
+    into rings of STAGES buffers;
+  - two converter warps (beside the loader's, in one warpgroup): each fp32 y tile read from shared
+    memory, rounded, written as fp16 into a ring of Y16_STAGES buffers (fence, then arrive);
+  - two MMA warpgroups, one per half of P: wgmma with A = the x half transposed (from shared memory)
+    and B = the fp16 y tile; the (BLOCK_P / 2) x BLOCK_Q fp32 accumulator stored at the end.
 
-Prediction: L2 -> SM traffic as today's 128 x 128 fp16 tiles (8.6 GB at 131072 tokens, ~780 us at
-the ~11 TB/s they reach) and 550 GFLOP at ~650-700 TFLOP/s: ~800-850 us (shipped: 798 on the
-copies). In the call: the gelu_output copy launch and stage 1's hidden_states copy gone (stage 3
-alone ~500 us instead of 742, stage 1 ~290 instead of 388): -300 us at 131072 tokens if stage 4
-stays within ~850.
+Prediction. What bounds today's stage 4 (128 x 128 tiles on two fp16 copies, 798 us at 131072
+tokens, ~690 TFLOP/s) is likely shared memory: per 2.1 MFLOP (a 128 x 128 x 64 step) it moves 64 KB
+through it (TMA writes 32, wgmma reads 32), ~88 B a clock at that rate of the ~128 an SM has. Here,
+per 2.1 MFLOP: 256 x 128 tiles move 88 KB (TMA 32, the converter 16 read + 8 written, wgmma 32)
+and 8.6 GB from L2 in all, as today; 128 x 256 tiles move 128 KB and 10.7 GB (the fp32 side read
+once per 128 fp16 columns). So stage 4 ~1.0-1.1 ms (256 x 128) or ~1.5 ms (128 x 256) at 131072
+tokens, if shared memory bounds it (the Triton B-operand form, 128 x 128 with the rounding in the
+MMA warps, took 1617). In the call the copies would go: stage 3 alone (~500 instead of 742 us),
+stage 1 ~290 instead of 388: about -340 us, so the 256 x 128 form is about even to -100 us.
+What the measurement tests: whether shared memory bounds stage 4 (then this layout cannot win much,
+and removing the copies needs the fp32 tile in registers: wgmma's A operand, a register fragment per
+warpgroup, 80 KB a step), or whether the tensor cores do.
 
 Hopper only (wgmma); on the GPU machine:
     PYTHONPATH=. python bench/experiments/stage4_warp_specialized.py 2984,17312,131072 [--out FILE]
@@ -51,22 +57,20 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
 
 H, I = 512, 2048
-BLOCK_P, BLOCK_Q = 128, 256
 SPLITS = 2
 # registers a thread: the MMA warpgroups, and the converter's 2 warps with the loader's in one
-# warpgroup (a warpgroup's warps take the same count); 128 threads x each warpgroup's registers fit
-# an SM's 64 K. 12 warps, so that they start with 168: ptxas needs 154 for a 64 x 256 wgmma
-# (4 warpgroups would start with 128)
+# warpgroup (a warpgroup's warps take the same count; the default partition gets what is left,
+# 200); 128 threads x each warpgroup's registers fit an SM's 64 K. 11 warps and a padding one, so
+# that they start with 168: ptxas needs 154 for a 64 x 256 wgmma (4 warpgroups would start with 128)
 MMA_REGISTERS, CONVERTER_REGISTERS, LOADER_REGISTERS = 208, 96, 96
 CONVERTER_WARPS = 2
 
 
 @gluon.jit
-def program_work(M, BLOCK_K: gl.constexpr, H: gl.constexpr, I: gl.constexpr, SPLITS: gl.constexpr):
+def program_work(M, BLOCK_K: gl.constexpr, BLOCK_P: gl.constexpr, BLOCK_Q: gl.constexpr, H: gl.constexpr,
+                 I: gl.constexpr, SPLITS: gl.constexpr):
     """(fc2: this program's weight is grad_fc2_weight, first P row, first Q column, first K step, K
-    steps) of program pid: ((weight * 32 + tile) * SPLITS + split)."""
-    BLOCK_P: gl.constexpr = 128
-    BLOCK_Q: gl.constexpr = 256
+    steps) of program pid: ((weight * TILES + tile) * SPLITS + split)."""
     TILES: gl.constexpr = (H // BLOCK_P) * (I // BLOCK_Q)  # a weight's (both have H x I elements)
     pid = gl.program_id(0)
     split = pid % SPLITS
@@ -85,8 +89,9 @@ def load(p, H: gl.constexpr, I: gl.constexpr, SPLITS: gl.constexpr):
      y16_free) = p
     BLOCK_K: gl.constexpr = x_fc2.block_type.shape[0]
     HALF_P: gl.constexpr = x_fc2.block_type.shape[1]
+    BLOCK_Q: gl.constexpr = y_fc2.block_type.shape[1]
     STAGES: gl.constexpr = y_bufs.type.shape[0]
-    fc2, p0, q0, first, steps = program_work(M, BLOCK_K, H, I, SPLITS)
+    fc2, p0, q0, first, steps = program_work(M, BLOCK_K, 2 * HALF_P, BLOCK_Q, H, I, SPLITS)
     for i in range(steps):
         s = i % STAGES
         k = (first + i) * BLOCK_K
@@ -112,10 +117,12 @@ def convert(p, H: gl.constexpr, I: gl.constexpr, SPLITS: gl.constexpr, SUB_K: gl
     (x_fc2, y_fc2, x_fc1, y_fc1, partials, M, x_bufs, y_bufs, y16_bufs, x_ready, x_free, y_ready, y_free, y16_ready,
      y16_free) = p
     BLOCK_K: gl.constexpr = y_fc2.block_type.shape[0]
+    HALF_P: gl.constexpr = x_fc2.block_type.shape[1]
+    BLOCK_Q: gl.constexpr = y_fc2.block_type.shape[1]
     STAGES: gl.constexpr = y_bufs.type.shape[0]
     Y16_STAGES: gl.constexpr = y16_bufs.type.shape[0]
     rows: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [CONVERTER_WARPS, 1], [1, 0])
-    fc2, p0, q0, first, steps = program_work(M, BLOCK_K, H, I, SPLITS)
+    fc2, p0, q0, first, steps = program_work(M, BLOCK_K, 2 * HALF_P, BLOCK_Q, H, I, SPLITS)
     for i in range(steps):
         s = i % STAGES
         s16 = i % Y16_STAGES
@@ -141,7 +148,7 @@ def contract(p, HALF: gl.constexpr, H: gl.constexpr, I: gl.constexpr, SPLITS: gl
     STAGES: gl.constexpr = y_bufs.type.shape[0]
     Y16_STAGES: gl.constexpr = y16_bufs.type.shape[0]
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_Q, 16])
-    fc2, p0, q0, first, steps = program_work(M, BLOCK_K, H, I, SPLITS)
+    fc2, p0, q0, first, steps = program_work(M, BLOCK_K, 2 * HALF_P, BLOCK_Q, H, I, SPLITS)
     acc = gl.zeros([HALF_P, BLOCK_Q], gl.float32, layout=mma)
     for i in range(steps):
         s = i % STAGES
@@ -168,8 +175,8 @@ def contract_upper(p, H: gl.constexpr, I: gl.constexpr, SPLITS: gl.constexpr):
 
 @gluon.jit
 def weight_grad_ws_kernel(
-    x_fc2, y_fc2,  # tensor descriptors: grad_residual_f16 (M, H) fp16 [BLOCK_K, 64]; gelu_output (M, I) fp32 [BLOCK_K, 256]
-    x_fc1, y_fc1,  # grad_fc1_output (M, I) fp16 [BLOCK_K, 64]; hidden_states (M, H) fp32 [BLOCK_K, 256]
+    x_fc2, y_fc2,  # tensor descriptors: grad_residual_f16 (M, H) fp16 [BLOCK_K, BLOCK_P / 2]; gelu_output (M, I) fp32 [BLOCK_K, BLOCK_Q]
+    x_fc1, y_fc1,  # grad_fc1_output (M, I) fp16 [BLOCK_K, BLOCK_P / 2]; hidden_states (M, H) fp32 [BLOCK_K, BLOCK_Q]
     partials,  # out (SPLITS, 2 H I) fp32: each split's grad_fc2_weight then grad_fc1_weight
     M,
     H: gl.constexpr,
@@ -183,6 +190,7 @@ def weight_grad_ws_kernel(
     LOADER_REGISTERS: gl.constexpr,
     CONVERTER_WARPS: gl.constexpr,
 ):
+    gl.static_assert(STAGES >= 2 and Y16_STAGES >= 2, "the MMAs free a step's buffers one step late")
     BLOCK_K: gl.constexpr = x_fc2.block_type.shape[0]
     HALF_P: gl.constexpr = x_fc2.block_type.shape[1]
     BLOCK_Q: gl.constexpr = y_fc2.block_type.shape[1]
@@ -214,30 +222,36 @@ def weight_grad_ws_kernel(
     ], [4, CONVERTER_WARPS, 1], [MMA_REGISTERS, CONVERTER_REGISTERS, LOADER_REGISTERS])
 
 
-# launch options: tokens a step, fp32 / fp16 ring depths, rows rounded at a time (shared memory on
-# sm_90 from bench/compile_check.py's compiler: 192.4 / 152.4 / 224.3 KiB; 168 registers, no spills)
-VARIANTS = {"32x4x2": dict(block_k=32, stages=4, y16_stages=2, sub_k=8),
-            "32x3x2": dict(block_k=32, stages=3, y16_stages=2, sub_k=8),
-            "64x2x2": dict(block_k=64, stages=2, y16_stages=2, sub_k=8)}
+# launch options: the tile (P on the fp16 side x Q on the fp32 side), tokens a step, fp32 / fp16 ring
+# depths, rows rounded at a time (both rings at least 2 deep: the MMAs free a step's buffers one step
+# late). Shared memory on sm_90 (bench/compile_check.py's compiler; 168 registers, no spills):
+VARIANTS = {"256x128x32 s4": dict(block_p=256, block_q=128, block_k=32, stages=4, y16_stages=2, sub_k=8),  # 144 KiB
+            "256x128x64 s2": dict(block_p=256, block_q=128, block_k=64, stages=2, y16_stages=2, sub_k=8),  # 160 KiB
+            "128x256x32 s4": dict(block_p=128, block_q=256, block_k=32, stages=4, y16_stages=2, sub_k=8)}  # 192 KiB
 
 
-def descriptors(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, block_k: int):
+def descriptors(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, block_k: int, block_p: int,
+                block_q: int):
+    """The x operands in [block_k, block_p / 2] blocks (one an MMA warpgroup), the fp32 y inputs in
+    [block_k, block_q] blocks."""
     def desc(t, block, dtype):
         return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
-    half_p = BLOCK_P // 2
-    return (desc(grad_residual_f16, [block_k, half_p], gl.float16), desc(gelu_output, [block_k, BLOCK_Q], gl.float32),
-            desc(grad_fc1_output, [block_k, half_p], gl.float16), desc(hidden_states, [block_k, BLOCK_Q], gl.float32))
+    half_p = block_p // 2
+    return (desc(grad_residual_f16, [block_k, half_p], gl.float16), desc(gelu_output, [block_k, block_q], gl.float32),
+            desc(grad_fc1_output, [block_k, half_p], gl.float16), desc(hidden_states, [block_k, block_q], gl.float32))
 
 
 def launch(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, grad_fc2_weight, grad_fc1_weight,
-           block_k: int = 32, stages: int = 4, y16_stages: int = 2, sub_k: int = 8) -> None:
+           block_p: int = 256, block_q: int = 128, block_k: int = 32, stages: int = 4, y16_stages: int = 2,
+           sub_k: int = 8) -> None:
     """Both weight gradients from the fp16 x operands and the fp32 y inputs: the kernel into per-split
     partials, then their sum in split order."""
     M = grad_residual_f16.shape[0]
-    partials = torch.empty(SPLITS, 2 * H * I, device=gelu_output.device)
-    programs = 2 * (H // BLOCK_P) * (I // BLOCK_Q) * SPLITS
+    partials = torch.empty(SPLITS, 2 * H * I, device=gelu_output.device)  # every element written
+    programs = 2 * (H // block_p) * (I // block_q) * SPLITS
     weight_grad_ws_kernel[(programs,)](
-        *descriptors(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, block_k), partials, M, H=H, I=I,
+        *descriptors(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, block_k, block_p, block_q),
+        partials, M, H=H, I=I,
         SPLITS=SPLITS, STAGES=stages, Y16_STAGES=y16_stages, SUB_K=sub_k, MMA_REGISTERS=MMA_REGISTERS,
         CONVERTER_REGISTERS=CONVERTER_REGISTERS, LOADER_REGISTERS=LOADER_REGISTERS, CONVERTER_WARPS=CONVERTER_WARPS,
         num_warps=4, maxnreg=168)
