@@ -32,7 +32,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 LOG2E = gl.constexpr(1.4426950408889634)
 GELU_COEFF = gl.constexpr(0.044715)
 TWO_C = gl.constexpr(2.0 * math.sqrt(2.0 / math.pi))  # 2u = TWO_C (x + GELU_COEFF x^3)
-CONSUMER_REGISTERS = gl.constexpr(232)  # a consumer thread's registers; with the loader's 24 and the default's, 64 K an SM
+# the odd consumer's registers a thread (the even one, the default partition, gets what is left: 248
+# in the sm_90 PTX); with the loader warpgroup's 24, 128 x (248 + 232 + 24) = 64512 of an SM's 64 K
+CONSUMER_REGISTERS = gl.constexpr(232)
 KERNEL_REGISTERS = 168  # what the 12 warps start with (maxnreg): 168 x 384 threads fit an SM
 
 
