@@ -28,6 +28,8 @@ timer: cold L2, shifting addresses, median of 50, CUPTI kernel time):
                 prefetch.global.L2 a 128-byte line, so that the epilogue's TMA load finds it there
   warp-specialized  stage2_warp_specialized.py's Gluon kernel (Hopper): a loader warp and 2 or 3
                 consumer warpgroups taking tiles in turn; grad_fc1_output stored by pointers or by TMA
+  warp-specialized resident-b  stage2_ws_resident.py: the warp-specialized kernel with each program's
+                128 fc2_weight columns resident in shared memory (half the L2 bytes a tile)
   warp-specialized copy  stage2_ws_copy.py: the warp-specialized kernel with gelu_output's fp16 copy
                 as a fourth partition (copy warps w, copy stages s); stage 2's outputs are checked
                 here, the copy by stage2_ws_copy.check_copy
@@ -73,6 +75,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from bench.experiments import stage2_warp_specialized as warp_specialized
 from bench.experiments import stage2_ws_copy as ws_copy
+from bench.experiments import stage2_ws_resident as ws_resident
 from solution.gelu import gelu_tanh_grad
 from solution.gelu_backward_gemm import gelu_backward_epilogue, gelu_backward_persistent_kernel
 from solution.tiling import grouped_tile, store_tile
@@ -404,6 +407,9 @@ VARIANTS = {
                                                            launch=partial(_with_gelu_copy, copy_warps=w, copy_stages=s),
                                                            copies_gelu=True)
        for w, s in ((2, 3), (2, 2), (4, 3))},
+    **{f"warp-specialized resident-b 64x128 s{s}": Variant(None, 64, 128, 4, s, 1, True,
+                                                         launch=partial(ws_resident.launch, stages=s))
+       for s in (3, 2)},
     "gemm-only 64x128 w4 s3 x3": Variant(gemm_only_kernel, 64, 128, 4, 3, 3, False, checked=False),
     "gemm-only 128x128 w8 s3 x1": Variant(gemm_only_kernel, 128, 128, 8, 3, 1, False, checked=False),
     "gemm-only 128x256 w8 s3 x1": Variant(gemm_only_kernel, 128, 256, 8, 3, 1, False, checked=False),
