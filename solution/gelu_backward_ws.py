@@ -138,18 +138,9 @@ def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
-def gelu_backward_ws_kernel(
-    grad_residual,  # tensor descriptor: (M, H) fp16, 64 x BLOCK_K blocks
-    fc2_weight,  # tensor descriptor: (H, I) fp16, BLOCK_K x BLOCK_N blocks
-    fc1_output,  # tensor descriptor: (M, I) fp32, 64 x BLOCK_N blocks
-    grad_fc1_output,  # out, tensor descriptor: (M, I) fp16, 64 x BLOCK_N blocks
-    bias_partials,  # out (cdiv(M, 64), I) fp32
-    M,
-    H: gl.constexpr,
-    I: gl.constexpr,
-    GROUP_M: gl.constexpr,
-    STAGES: gl.constexpr,
-):
+def allocate(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M, STAGES: gl.constexpr):
+    """The kernel's shared memory (operand ring, fc1_output and staging buffers a consumer) and its
+    barriers, initialized, as the partitions take them (p)."""
     BLOCK_M: gl.constexpr = grad_residual.block_type.shape[0]
     BLOCK_K: gl.constexpr = grad_residual.block_type.shape[1]
     BLOCK_N: gl.constexpr = fc2_weight.block_type.shape[1]
@@ -169,8 +160,24 @@ def gelu_backward_ws_kernel(
         mbarrier.init(x_empty.index(i), count=1)
         mbarrier.init(x_ready.index(i), count=1)
         mbarrier.init(turn.index(i), count=1)
-    p = (grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M, a_bufs, b_bufs, x_bufs, out_bufs,
-         load_empty, load_ready, x_empty, x_ready, turn)
+    return (grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M, a_bufs, b_bufs, x_bufs, out_bufs,
+            load_empty, load_ready, x_empty, x_ready, turn)
+
+
+@gluon.jit
+def gelu_backward_ws_kernel(
+    grad_residual,  # tensor descriptor: (M, H) fp16, 64 x BLOCK_K blocks
+    fc2_weight,  # tensor descriptor: (H, I) fp16, BLOCK_K x BLOCK_N blocks
+    fc1_output,  # tensor descriptor: (M, I) fp32, 64 x BLOCK_N blocks
+    grad_fc1_output,  # out, tensor descriptor: (M, I) fp16, 64 x BLOCK_N blocks
+    bias_partials,  # out (cdiv(M, 64), I) fp32
+    M,
+    H: gl.constexpr,
+    I: gl.constexpr,
+    GROUP_M: gl.constexpr,
+    STAGES: gl.constexpr,
+):
+    p = allocate(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M, STAGES)
     gl.warp_specialize([
         (consume, (p, 0, H, I, GROUP_M)),  # the default partition: the kernel's own 4 warps
         (consume_odd, (p, H, I, GROUP_M)),

@@ -62,7 +62,6 @@ results/stage2_prototypes_ws_98c5cb0.json): stage2_warp_specialized.py.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -510,17 +509,14 @@ def main(argv: list[str]) -> int:
     except ValueError:
         parser.error(f"{args.tokens!r}: not a comma-separated list of token counts")
     from bench.gpu import require_gpu
+    from bench.experiments.workload_case import measure_each
     from evaluation.provenance import provenance
 
     device = require_gpu("stage2_prototypes")
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     header = {"provenance": provenance("issue 16: stage 2 alone, prototypes and diagnostics, official-style timer "
                                        "(cold L2, shifting addresses, median of 50, CUPTI kernel time)")}
-    rows = []
-    for t in tokens:
-        rows.append(measure(t, args.variant or list(VARIANTS), sms))
-        with open(args.out, "w") as f:
-            json.dump({**header, "rows": rows}, f, indent=1)
+    measure_each(tokens, lambda t: measure(t, args.variant or list(VARIANTS), sms), args.out, header)
     return 0
 
 

@@ -35,7 +35,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from solution.gelu_backward_ws import consume, consume_odd, load
+from solution.gelu_backward_ws import allocate, consume, consume_odd, load
 
 
 @gluon.jit
@@ -82,37 +82,17 @@ def ws_copy_kernel(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_
                    gelu_output_f16, M, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
                    CONSUMER_REGS: gl.constexpr, COPY_WARPS: gl.constexpr, COPY_REGS: gl.constexpr,
                    COPY_STAGES: gl.constexpr, LOADER_REGS: gl.constexpr):
-    """solution/gelu_backward_ws.py's kernel (its partitions, its buffers) with the copy partition."""
-    BLOCK_M: gl.constexpr = grad_residual.block_type.shape[0]
-    BLOCK_K: gl.constexpr = grad_residual.block_type.shape[1]
-    BLOCK_N: gl.constexpr = fc2_weight.block_type.shape[1]
+    """solution/gelu_backward_ws.py's kernel (its buffers and partitions) with the copy partition."""
     CHUNK_M: gl.constexpr = gelu_output.block_type.shape[0]
     CHUNK_N: gl.constexpr = gelu_output.block_type.shape[1]
-    a_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, BLOCK_M, BLOCK_K], grad_residual.layout)
-    b_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, BLOCK_K, BLOCK_N], fc2_weight.layout)
-    x_bufs = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, BLOCK_N], fc1_output.layout)
-    out_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_M, BLOCK_N], grad_fc1_output.layout)
+    p = allocate(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M, STAGES)
     copy_bufs = gl.allocate_shared_memory(gl.float32, [COPY_STAGES, CHUNK_M, CHUNK_N], gelu_output.layout)
     staging = gl.allocate_shared_memory(gl.float16, [CHUNK_M, CHUNK_N], gelu_output_f16.layout)
-    load_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    load_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    x_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    x_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     copy_ready = gl.allocate_shared_memory(gl.int64, [COPY_STAGES, 1], mbarrier.MBarrierLayout())
     copy_empty = gl.allocate_shared_memory(gl.int64, [COPY_STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(load_empty.index(i), count=1)
-        mbarrier.init(load_ready.index(i), count=1)
-    for i in gl.static_range(2):
-        mbarrier.init(x_empty.index(i), count=1)
-        mbarrier.init(x_ready.index(i), count=1)
-        mbarrier.init(turn.index(i), count=1)
     for i in gl.static_range(COPY_STAGES):
         mbarrier.init(copy_ready.index(i), count=1)
         mbarrier.init(copy_empty.index(i), count=1)
-    p = (grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M, a_bufs, b_bufs, x_bufs, out_bufs,
-         load_empty, load_ready, x_empty, x_ready, turn)
     q = (gelu_output, gelu_output_f16, M, copy_bufs, staging, copy_ready, copy_empty)
     gl.warp_specialize([
         (consume, (p, 0, H, I, GROUP_M)),
