@@ -26,6 +26,24 @@ def test_gpu_tool_without_a_gpu_says_so_in_one_line(tool, tmp_path):
     assert not result.stdout.strip()
 
 
+# bench/experiments' modules that other scripts import (no command line of their own)
+EXPERIMENT_MODULES = {"__init__.py", "workload_case.py", "stage2_warp_specialized.py", "stage2_ws_copy.py",
+                      "stage2_ws_resident.py"}
+EXPERIMENT_SCRIPTS = sorted(p.name for p in (ROOT / "bench" / "experiments").glob("*.py")
+                            if p.name not in EXPERIMENT_MODULES)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
+@pytest.mark.parametrize("script", EXPERIMENT_SCRIPTS)
+def test_experiment_without_a_gpu_stops_without_a_traceback(script):
+    """Each prototype or A/B script, given a workload's token count on a machine without a GPU,
+    stops with its reason (no GPU, a usage line, the package it needs) and no traceback."""
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "experiments" / script), "2984"], cwd=ROOT,
+                            capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() and not result.stdout.strip(), result
+
+
 def test_ptx_fingerprint_ignores_debug_lines_labels_and_the_kernels_name():
     from bench.ptx_fingerprints import fingerprint
     a = ".entry foo(\n.loc 1 2 3\n$L__BB0_1:\n\tadd.s32 %r1, %r2, %r3;\n\tbra $L__BB0_1;"
@@ -68,7 +86,7 @@ def test_experiments_workload_tokens():
 
     assert workload_tokens("2984,131072") == [2984, 131072] and len(WORKLOAD_TOKENS) == 16
     for bad in ("5", "2984,", "x", ""):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="not a comma-separated list of workload token counts"):
             workload_tokens(bad)
 
 

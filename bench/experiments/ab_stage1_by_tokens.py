@@ -12,7 +12,11 @@ import reference
 from evaluation.timer import time_call
 from bench.experiments.workload_case import outputs_of, verdicts, workload_case
 from evaluation.provenance import provenance
-import proto_solution.ffn_backward as proto  # the branch's solution/, copied beside this script as proto_solution/; main's (v19) is `solution`
+try:
+    import proto_solution.ffn_backward as proto  # the branch's solution/, copied beside this script as proto_solution/; main's (v19) is `solution`
+except ModuleNotFoundError:
+    sys.exit("ab_stage1_by_tokens: the record of a past A/B; it needs the branch's solution/ at 9ae95da copied beside this script as proto_solution/, in a checkout of bb9ce2f. "
+             "New A/Bs: ab_solutions.py")
 import solution.ffn_backward as head
 
 VARIANTS = (("v19", head.run), ("stage1_by_tokens", proto.run))

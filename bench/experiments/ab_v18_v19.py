@@ -6,7 +6,11 @@ import reference
 from evaluation.timer import time_call
 from bench.experiments.workload_case import outputs_of, verdicts, workload_case
 from evaluation.provenance import provenance
-import old_solution.ffn_backward as v18  # main at 012a5e0 (v18), copied beside this script
+try:
+    import old_solution.ffn_backward as v18  # main at 012a5e0 (v18), copied beside this script
+except ModuleNotFoundError:
+    sys.exit("ab_v18_v19: the record of a past A/B; it needs main at 012a5e0's solution/ (v18) copied beside this script as old_solution/. "
+             "New A/Bs: ab_solutions.py")
 import solution.ffn_backward as head
 
 VARIANTS = (("v18", v18.run), ("v19", head.run))

@@ -13,11 +13,18 @@ from evaluation.provenance import provenance
 from solution import configs
 from solution.arguments import Dims
 from solution.launches import describe_call, resolve, workspace_views
+from bench.gpu import require_gpu
 import dataclasses
 
 REPS = 20
 DRY = os.environ.get("DRY") == "1"  # CPU check of the chunk views (TRITON_INTERPRET=1)
-dev = torch.device("cpu" if DRY else "cuda")
+try:
+    TOKENS = [int(x) for x in sys.argv[1].split(",")] if len(sys.argv) == 2 else []
+except ValueError:
+    TOKENS = []
+if not TOKENS:
+    sys.exit("usage: overlap_stage1_stage2.py TOKENS[,TOKENS...]  (on the GPU machine; DRY=1 TRITON_INTERPRET=1 on the CPU)")
+dev = torch.device("cpu") if DRY else require_gpu("overlap_stage1_stage2")
 plan0 = configs.launch_plan(dev)
 out_path = os.path.join(os.environ.get("OUT", "."), "overlap_stage1_stage2.json")
 flush_buf = None if DRY else torch.empty(2 * torch.cuda.get_device_properties(dev).L2_cache_size, dtype=torch.int8, device=dev)
@@ -67,7 +74,7 @@ def time_graph(fn):
 
 
 rows = []
-for M in [int(x) for x in sys.argv[1].split(",")]:
+for M in TOKENS:
     torch.manual_seed(0)
     b = 1
     names = reference.INPUT_NAMES

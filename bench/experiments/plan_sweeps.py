@@ -23,8 +23,11 @@ from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import ANY_TOKENS, GemmConfig, LayerNormConfig
 import solution.ffn_backward as head
+from bench.gpu import require_gpu
 
-dev = torch.device("cuda")
+if len(sys.argv) != 2:
+    sys.exit("usage: plan_sweeps.py SWEEP[,SWEEP...]  (stage1b, stage4, stage1; on the GPU machine)")
+dev = require_gpu("plan_sweeps")
 P = configs.launch_plan(dev)
 R = dataclasses.replace
 V19 = R(P, layernorm=((ANY_TOKENS, LayerNormConfig(block_m=8, warps=4, waves=4)),))  # v19's stage 1
@@ -63,6 +66,8 @@ SWEEPS = {"stage1b": ([128, 131, 422, 613, 1163, 2984, 7184], STAGE1B),
 out = os.path.join(os.environ.get("OUT", "."), "plan_sweeps_v19.json")
 deadline = time.monotonic() + float(os.environ.get("SWEEP_BUDGET_S", "300"))
 rows = []
+if any(sweep not in SWEEPS for sweep in sys.argv[1].split(",")):
+    sys.exit(f"plan_sweeps: {sys.argv[1]!r}: sweeps are {', '.join(SWEEPS)}")
 for sweep in sys.argv[1].split(","):
     sizes, variants = SWEEPS[sweep]
     for tokens in sizes:

@@ -4,15 +4,20 @@ stage 2's large-token config replaced. One run each. Hypothesis under test: stag
 131072) is bound by re-reading its operands per 64x128 tile (43 FLOP per operand byte); 128x256
 tiles halve that traffic (85 FLOP/B), 128x128 take 64."""
 import dataclasses, json, os, sys
-import torch
 from evaluation.timer import time_call
 from bench.experiments.workload_case import workload_case
 from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import GemmConfig
 import solution.ffn_backward as head
+from bench.experiments.workload_case import workload_tokens
+from bench.gpu import require_gpu
 
-dev = torch.device("cuda")
+try:
+    TOKENS = workload_tokens(sys.argv[1] if len(sys.argv) == 2 else "")
+except ValueError as error:
+    sys.exit(f"usage: stage2_tiles.py TOKENS[,TOKENS...]: {error}")
+dev = require_gpu("stage2_tiles")
 plan0 = configs.launch_plan(dev)
 CANDIDATES = {
     "64x128x64 w4 s3 x3 (v19)": GemmConfig(64, 128, 64, 4, 3, programs_per_sm=3),
@@ -22,7 +27,7 @@ CANDIDATES = {
 }
 out = os.path.join(os.environ.get("OUT", "."), "stage2_tiles_v19.json")
 rows = []
-for tokens in [int(t) for t in sys.argv[1].split(",")]:
+for tokens in TOKENS:
     _, inputs, outs = workload_case(tokens)
     for label, g in CANDIDATES.items():
         plan = dataclasses.replace(plan0, gelu_gemm=plan0.gelu_gemm[:-1] + ((configs.ANY_TOKENS, g),))

@@ -21,7 +21,10 @@ WORKLOAD_TOKENS = tuple(sorted(w.tokens for w in reference.WORKLOADS))
 
 def workload_tokens(arg: str) -> list[int]:
     """Comma-separated token counts of official workloads ("2984,131072"); ValueError otherwise."""
-    tokens = [int(t) for t in arg.split(",")]
+    try:
+        tokens = [int(t) for t in arg.split(",")]
+    except ValueError:
+        tokens = []
     if not tokens or any(t not in WORKLOAD_TOKENS for t in tokens):
         raise ValueError(f"{arg!r}: not a comma-separated list of workload token counts {list(WORKLOAD_TOKENS)}")
     return tokens
