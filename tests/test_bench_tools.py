@@ -108,3 +108,28 @@ def test_experiments_write_their_results_file_after_each_token_count(tmp_path):
         measure_each([128, 131], measure, str(out), {"provenance": {"method": "test"}})
     written = json.loads(out.read_text())
     assert written["provenance"] == {"method": "test"} and [r["tokens"] for r in written["rows"]] == [128]
+
+
+def test_score_elasticity_is_the_derivative_of_the_score(capsys):
+    """d ln S / d ln T matches a finite difference; a workload's time replaced moves the geomean
+    score the way its elasticity says; bad input is one line."""
+    import math
+
+    from bench import score_elasticity
+    from evaluation.roofline import sol_score
+
+    t, t_sol, t_b, h = 0.3, 0.05, 0.5, 1e-6
+    numeric = (math.log(sol_score(t * (1 + h), t_sol, t_b)) - math.log(sol_score(t * (1 - h), t_sol, t_b))) / (
+        math.log(1 + h) - math.log(1 - h))
+    assert score_elasticity.elasticity(t, t_sol, t_b) == pytest.approx(numeric, rel=1e-6)
+    rows = score_elasticity.load_rows(score_elasticity.RESULTS_FILE)
+    assert len(rows) == 16
+    big = rows[-1]
+    measured = {r["tokens"]: r["latency_ms"] for r in rows}
+    before = score_elasticity.geomean_scores(rows, measured)["b200"]
+    after = score_elasticity.geomean_scores(rows, {**measured, big["tokens"]: big["latency_ms"] * 0.99})["b200"]
+    t_sol, t_b = score_elasticity.scales(big)["b200"]
+    expected = -score_elasticity.elasticity(big["latency_ms"], t_sol, t_b) * 0.01 / 16
+    assert math.log(after / before) == pytest.approx(expected, rel=0.02)
+    assert score_elasticity.main(["--what-if", "5=3"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
