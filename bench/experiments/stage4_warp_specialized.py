@@ -365,6 +365,9 @@ def launch_register_a(grad_residual_f16, gelu_output, grad_fc1_output, hidden_st
                       grad_fc1_weight, block_p: int = 256, block_k: int = 64, stages: int = 3) -> None:
     """launch()'s contract with weight_grad_register_a_kernel: BLOCK_P x 128 tiles (two MMA
     warpgroups of 64 Q rows)."""
+    if block_p > 256 or H % block_p:
+        raise ValueError(f"block_p {block_p}: wgmma's N is at most 256, and the tiles must divide H = {H}")
+
     def desc(t, block, dtype):
         return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
     M = grad_residual_f16.shape[0]
@@ -454,8 +457,9 @@ def main(argv: list[str]) -> int:
     from evaluation.provenance import provenance
 
     require_gpu("stage4_warp_specialized")
-    header = {"provenance": provenance("issue 16: stage 4 alone on the fp32 inputs (warp-specialized Gluon, rounding "
-                                       "in its own warps) vs the shipped kernel on fp16 copies; official-style timer")}
+    header = {"provenance": provenance("issue 16: stage 4 alone on the fp32 inputs (warp-specialized Gluon: rounding "
+                                       "in converter warps, or in the MMA warps as wgmma's register A operand) vs the "
+                                       "shipped kernel on fp16 copies; official-style timer")}
     measure_each(tokens, measure, args.out, header)
     return 0
 
