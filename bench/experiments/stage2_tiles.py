@@ -5,12 +5,11 @@ stage 2's large-token config replaced. One run each. Hypothesis under test: stag
 tiles halve that traffic (85 FLOP/B), 128x128 take 64."""
 import dataclasses, json, os, sys
 from evaluation.timer import time_call
-from bench.experiments.workload_case import workload_case
+from bench.experiments.workload_case import workload_case, workload_tokens
 from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import GemmConfig
 import solution.ffn_backward as head
-from bench.experiments.workload_case import workload_tokens
 from bench.gpu import require_gpu
 
 try:
