@@ -98,6 +98,14 @@ def program_work(M, BLOCK_K: gl.constexpr, BLOCK_P: gl.constexpr, BLOCK_Q: gl.co
 
 
 @gluon.jit
+def partial_tile(fc2, H: gl.constexpr, I: gl.constexpr, SPLITS: gl.constexpr):
+    """(Q, offset) of this program's weight in partials[split]: both weights as (P, Q) row-major,
+    grad_fc2_weight (P = H, Q = I) at 0, grad_fc1_weight (P = I, Q = H) after H x I."""
+    Q = H + fc2.to(gl.int32) * (I - H)
+    return Q, (1 - fc2.to(gl.int32)) * (H * I) + (gl.program_id(0) % SPLITS) * (2 * H * I)
+
+
+@gluon.jit
 def load(p, H: gl.constexpr, I: gl.constexpr, SPLITS: gl.constexpr):
     (x_fc2, y_fc2, x_fc1, y_fc1, partials, M, x_bufs, y_bufs, y16_bufs, x_ready, x_free, y_ready, y_free, y16_ready,
      y16_free) = p
@@ -175,8 +183,7 @@ def contract(p, HALF: gl.constexpr, H: gl.constexpr, I: gl.constexpr, SPLITS: gl
             mbarrier.arrive(x_free.index((i - 1) % STAGES))
             mbarrier.arrive(y16_free.index((i - 1) % Y16_STAGES))
     acc = warpgroup_mma_wait(0, deps=[acc])
-    Q = H + fc2.to(gl.int32) * (I - H)
-    base = (1 - fc2.to(gl.int32)) * (H * I) + (gl.program_id(0) % SPLITS) * (2 * H * I)
+    Q, base = partial_tile(fc2, H, I, SPLITS)
     rows = p0 + HALF * HALF_P + gl.arange(0, HALF_P, layout=gl.SliceLayout(1, mma))
     cols = q0 + gl.arange(0, BLOCK_Q, layout=gl.SliceLayout(0, mma))
     gl.store(partials + base + rows[:, None] * Q + cols[None, :], acc)
@@ -285,8 +292,7 @@ def contract_register_a(p, HALF: gl.constexpr, H: gl.constexpr, I: gl.constexpr,
         a = y_bufs.index(2 * s + HALF).permute((1, 0)).load(a_layout).to(gl.float16)
         acc = warpgroup_mma(a, x_bufs.index(s), acc)
         mbarrier.arrive(free.index(s))
-    Q = H + fc2.to(gl.int32) * (I - H)
-    base = (1 - fc2.to(gl.int32)) * (H * I) + (gl.program_id(0) % SPLITS) * (2 * H * I)
+    Q, base = partial_tile(fc2, H, I, SPLITS)
     qs = q0 + HALF * HALF_Q + gl.arange(0, HALF_Q, layout=gl.SliceLayout(1, mma))
     ps = p0 + gl.arange(0, BLOCK_P, layout=gl.SliceLayout(0, mma))
     gl.store(partials + base + ps[None, :] * Q + qs[:, None], acc)
@@ -331,15 +337,24 @@ def weight_grad_register_a_kernel(
 
 
 
+def _desc(t: torch.Tensor, block: list[int], dtype) -> GluonDescriptor:
+    return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
+
+
+def add_splits(partials: torch.Tensor, grad_fc2_weight: torch.Tensor, grad_fc1_weight: torch.Tensor) -> None:
+    """Each weight gradient: its SPLITS (= 2) partials added in split order."""
+    fc2, fc1 = partials.view(SPLITS, 2, H * I).unbind(1)
+    torch.add(fc2[0], fc2[1], out=grad_fc2_weight.view(-1))
+    torch.add(fc1[0], fc1[1], out=grad_fc1_weight.view(-1))
+
+
 def descriptors(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, block_k: int, block_p: int,
                 block_q: int):
     """The x operands in [block_k, block_p / 2] blocks (one an MMA warpgroup), the fp32 y inputs in
     [block_k, block_q] blocks."""
-    def desc(t, block, dtype):
-        return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
     half_p = block_p // 2
-    return (desc(grad_residual_f16, [block_k, half_p], gl.float16), desc(gelu_output, [block_k, block_q], gl.float32),
-            desc(grad_fc1_output, [block_k, half_p], gl.float16), desc(hidden_states, [block_k, block_q], gl.float32))
+    return (_desc(grad_residual_f16, [block_k, half_p], gl.float16), _desc(gelu_output, [block_k, block_q], gl.float32),
+            _desc(grad_fc1_output, [block_k, half_p], gl.float16), _desc(hidden_states, [block_k, block_q], gl.float32))
 
 
 def launch(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, grad_fc2_weight, grad_fc1_weight,
@@ -356,9 +371,7 @@ def launch(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, grad_
         SPLITS=SPLITS, STAGES=stages, Y16_STAGES=y16_stages, SUB_K=sub_k, MMA_REGISTERS=MMA_REGISTERS,
         CONVERTER_REGISTERS=CONVERTER_REGISTERS, LOADER_REGISTERS=LOADER_REGISTERS, CONVERTER_WARPS=CONVERTER_WARPS,
         num_warps=4, maxnreg=168)
-    fc2, fc1 = partials.view(SPLITS, 2, H * I).unbind(1)
-    torch.add(fc2[0], fc2[1], out=grad_fc2_weight.view(-1))
-    torch.add(fc1[0], fc1[1], out=grad_fc1_weight.view(-1))
+    add_splits(partials, grad_fc2_weight, grad_fc1_weight)
 
 
 def launch_register_a(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, grad_fc2_weight,
@@ -367,19 +380,14 @@ def launch_register_a(grad_residual_f16, gelu_output, grad_fc1_output, hidden_st
     warpgroups of 64 Q rows)."""
     if block_p > 256 or H % block_p:
         raise ValueError(f"block_p {block_p}: wgmma's N is at most 256, and the tiles must divide H = {H}")
-
-    def desc(t, block, dtype):
-        return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
     M = grad_residual_f16.shape[0]
     partials = torch.empty(SPLITS, 2 * H * I, device=gelu_output.device)  # every element written
     programs = 2 * (H // block_p) * (I // 128) * SPLITS
     weight_grad_register_a_kernel[(programs,)](
-        desc(grad_residual_f16, [block_k, block_p], gl.float16), desc(gelu_output, [block_k, 64], gl.float32),
-        desc(grad_fc1_output, [block_k, block_p], gl.float16), desc(hidden_states, [block_k, 64], gl.float32),
+        _desc(grad_residual_f16, [block_k, block_p], gl.float16), _desc(gelu_output, [block_k, 64], gl.float32),
+        _desc(grad_fc1_output, [block_k, block_p], gl.float16), _desc(hidden_states, [block_k, 64], gl.float32),
         partials, M, H=H, I=I, SPLITS=SPLITS, STAGES=stages, num_warps=4, maxnreg=168)
-    fc2, fc1 = partials.view(SPLITS, 2, H * I).unbind(1)
-    torch.add(fc2[0], fc2[1], out=grad_fc2_weight.view(-1))
-    torch.add(fc1[0], fc1[1], out=grad_fc1_weight.view(-1))
+    add_splits(partials, grad_fc2_weight, grad_fc1_weight)
 
 
 # The variants: the converter form (launch: the tile, P on the fp16 side x Q on the fp32 side, tokens
