@@ -22,7 +22,7 @@ import triton
 
 import reference
 from bench import traffic_model
-from bench.gpu import require_gpu
+from bench.gpu import require_gpu, writable
 from evaluation.provenance import provenance
 from evaluation.timer import time_call
 from solution import configs
@@ -117,6 +117,9 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep", choices=sorted(SWEEPS), help="also try these variants")
     parser.add_argument("--out", default="out/stages.json")
     args = parser.parse_args(argv)
+    if min(args.tokens) < 1:
+        parser.error(f"--tokens {args.tokens}: token counts are at least 1")
+    writable(parser, out=args.out)
     device = require_gpu("profile_stages")
     base = configs.launch_plan(device)
     rows = []

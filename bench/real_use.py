@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -30,7 +31,8 @@ import time
 import torch
 
 import reference
-from bench.gpu import require_gpu
+from reference.problem import ROOT
+from bench.gpu import require_gpu, writable
 from evaluation.provenance import provenance
 from evaluation.shifting_pool import ShiftingMemoryPool
 from evaluation.timer import time_call
@@ -122,7 +124,15 @@ def _profile_host(workload: reference.Workload, calls: int, device: torch.device
             torch.cuda.synchronize()
             text = io.StringIO()
             pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
-            f.write(f"{workload.label}, {calls} calls, {title}\n{text.getvalue()}\n")
+            f.write(f"{workload.label}, {calls} calls, {title}\n{_relative_paths(text.getvalue())}\n")
+
+
+def _relative_paths(profile: str) -> str:
+    """The profile's file names without the machine's folders: the repository's relative to it,
+    installed packages' and the standard library's under <site-packages> and <python>."""
+    profile = profile.replace(f"{ROOT}/", "")
+    profile = re.sub(r"[^\s(]*/site-packages/", "<site-packages>/", profile)
+    return re.sub(r"[^\s(]*/lib/python3\.\d+/", "<python>/", profile)
 
 
 def main(argv=None) -> int:
@@ -135,10 +145,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.calls < 1:
         parser.error("--calls: at least 1")
-    device = require_gpu("real_use")
+    unknown = sorted(set(args.tokens or ()) - {w.tokens for w in reference.WORKLOADS})
+    if unknown:
+        parser.error(f"--tokens {unknown}: no official workload has these token counts")
     workloads = [w for w in reference.WORKLOADS if not args.tokens or w.tokens in args.tokens]
-    if not workloads:
-        parser.error(f"--tokens {args.tokens}: no official workload has these token counts")
+    writable(parser, out=args.out, profile=args.profile)
+    device = require_gpu("real_use")
     torch.manual_seed(0)
     if args.profile:
         _profile_host(min(workloads, key=lambda w: w.tokens), args.calls, device, args.profile)

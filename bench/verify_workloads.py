@@ -18,7 +18,7 @@ import time
 import torch
 
 import reference
-from bench.gpu import require_gpu
+from bench.gpu import require_gpu, writable
 from evaluation.provenance import provenance
 from solution.ffn_backward import run as solution_run
 
@@ -52,6 +52,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=200)
     parser.add_argument("--out", default="out/verify.json")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: at least 1")
+    writable(parser, out=args.out)
     device = require_gpu("verify_workloads")
     torch.manual_seed(args.seed)
     results = []

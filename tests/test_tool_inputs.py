@@ -1,0 +1,101 @@
+"""Bad input to the CPU tools (a results file of the wrong shape or encoding, an impossible value) and
+to the GPU tools' output options: one line naming what is wrong, no traceback, before any GPU work."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from reference.problem import ROOT
+
+NOT_UTF8 = b"\x85\x00\xff binary"
+
+
+def run_tool(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
+
+
+def one_line(result: subprocess.CompletedProcess, *words: str) -> None:
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert all(w in last for w in words), result.stderr
+
+
+@pytest.mark.parametrize("rows, words", [
+    (5, ["not a list of objects"]),
+    (None, ["not a list of objects"]),
+    ([1], ["not a list of objects"]),
+    ([{"latency_ms": 1.0}], ["tokens"]),
+    ([{"tokens": "x"}], ["tokens"]),
+    ([{"tokens": 5, "latency_ms": "x"}], ["latency_ms"]),
+])
+def test_score_elasticity_refuses_misshapen_rows(rows, words, tmp_path):
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps({"rows": rows}))
+    one_line(run_tool("bench/score_elasticity.py", "--results", str(path)), str(path), *words)
+
+
+@pytest.mark.parametrize("what_if, words", [("131072=inf", ["finite"]), ("131072=nan", ["finite"]),
+                                            ("131072=-1", ["finite"]), ("99=5", ["no workload of 99"])])
+def test_score_elasticity_refuses_impossible_times(what_if, words):
+    one_line(run_tool("bench/score_elasticity.py", "--what-if", what_if), what_if, *words)
+
+
+@pytest.mark.parametrize("option", ["--results", "--real-use", "--readme"])
+def test_readme_table_refuses_a_file_that_is_not_utf8(option, tmp_path):
+    path = tmp_path / "file"
+    path.write_bytes(NOT_UTF8)
+    one_line(run_tool("bench/readme_table.py", option, str(path), "--check"), str(path), "not UTF-8")
+
+
+@pytest.mark.parametrize("change, words", [("no rows", ["has no rows"]), ("a string latency", ["ValueError"])])
+def test_readme_table_refuses_a_results_file_it_cannot_render(change, words, tmp_path):
+    results = json.loads((ROOT / "results" / "eval_36d906f.json").read_text())
+    if change == "no rows":
+        results["rows"] = []
+    else:
+        results["rows"][0]["latency_ms"] = "x"
+    path, readme = tmp_path / "eval.json", tmp_path / "README.md"
+    path.write_text(json.dumps(results))
+    readme.write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    one_line(run_tool("bench/readme_table.py", "--results", str(path), "--readme", str(readme)), str(path), *words)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks what is refused before the GPU check")
+@pytest.mark.parametrize("argv, words", [
+    (["bench/verify_workloads.py", "--rounds", "0"], ["--rounds 0"]),
+    (["bench/verify_workloads.py", "--out", "{tmp}"], ["--out", "a folder"]),
+    (["bench/real_use.py", "--tokens", "999"], ["--tokens [999]"]),
+    (["bench/real_use.py", "--profile", "{tmp}"], ["--profile", "a folder"]),
+    (["bench/profile_stages.py", "--tokens", "0"], ["--tokens [0]"]),
+])
+def test_gpu_tools_refuse_bad_options_before_the_gpu_check(argv, words, tmp_path):
+    result = run_tool(*(a.format(tmp=tmp_path) for a in argv))
+    assert result.returncode == 2
+    one_line(result, *words)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
+def test_gpu_tools_make_the_folder_of_their_results_before_the_gpu_check(tmp_path):
+    """A fresh clone has no out/: the folder is made first, so a run cannot lose its measurements to
+    a missing folder at the end."""
+    out = tmp_path / "new" / "verify.json"
+    result = run_tool("bench/verify_workloads.py", "--out", str(out))
+    one_line(result, "needs a CUDA GPU")
+    assert out.parent.is_dir() and not out.exists()
+
+
+def test_host_profile_paths_are_relative_to_the_repository():
+    from bench.real_use import _relative_paths
+    text = (f"  25  0.001 {ROOT}/solution/graph.py:296(launch)\n"
+            "   1  0.002 /opt/x/.venv/lib/python3.12/site-packages/torch/cuda/__init__.py:5(f)\n"
+            "   1  0.003 /usr/lib/python3.12/functools.py:3(g)\n   3  0.004 {built-in method x}")
+    assert _relative_paths(text).splitlines() == [
+        "  25  0.001 solution/graph.py:296(launch)", "   1  0.002 <site-packages>/torch/cuda/__init__.py:5(f)",
+        "   1  0.003 <python>/functools.py:3(g)", "   3  0.004 {built-in method x}"]
