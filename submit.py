@@ -216,7 +216,7 @@ def load_solution(path: Path) -> dict:
     """An existing solution.json, checked like a freshly packaged one."""
     try:
         solution = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8 text
         raise Refused(f"{path}: {exc}") from exc
     check_solution(solution)
     return solution
@@ -252,7 +252,10 @@ def run_check(solution: dict) -> int:
     staging = stage(definition, workloads, solution)
     try:
         command = [sys.executable, "-c", _CHILD_BOOTSTRAP, str(staging), str(Path(__file__).resolve())]
-        return subprocess.run(command, cwd=staging, env=env).returncode
+        status = subprocess.run(command, cwd=staging, env=env).returncode
+        if status:  # the last line says so, whether outputs failed or the solution raised (its traceback above)
+            print(f"submit.py: check FAILED (exit status {status})", file=sys.stderr)
+        return status
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

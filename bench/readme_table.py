@@ -175,18 +175,22 @@ def _shown_path(path: Path) -> str:
 
 def _read(path: Path, what: str) -> str:
     try:
-        return path.read_text()
+        return path.read_text(encoding="utf-8")
     except OSError as e:
         raise UsageError(f"cannot read the {what} {path}: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise UsageError(f"the {what} {path} is not UTF-8 text ({e.reason})") from e
 
 
 def table_for(results_path: Path, render=render) -> str:
     try:
         results = json.loads(_read(results_path, "results file"))
+        if not results["rows"]:
+            raise UsageError(f"{results_path} has no rows: no table to write")
         return render(results, _shown_path(results_path))
     except json.JSONDecodeError as e:
         raise UsageError(f"{results_path} is not JSON: {e}") from e
-    except (KeyError, TypeError, AttributeError) as e:
+    except (KeyError, TypeError, AttributeError, ValueError) as e:  # ValueError: a string where a number belongs
         raise UsageError(f"{results_path} is not a results file of the tool this table reads: "
                          f"{type(e).__name__} {e}") from e
 

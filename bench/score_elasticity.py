@@ -62,11 +62,25 @@ def geomean_scores(rows: list[dict], times_ms: dict[int, float]) -> dict[str, fl
     return {scale: math.exp(sum(v) / len(v)) for scale, v in logs.items()}
 
 
+NUMERIC_FIELDS = ("latency_ms", "t_sol_b200_ms", "t_b_b200_ms", "t_sol_local_ms", "t_b_local_ms")
+
+
+def _positive(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
 def load_rows(path: Path) -> list[dict]:
     try:
         rows = json.loads(path.read_text())["rows"]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise UsageError(f"{path}: not an evaluator results file ({type(error).__name__}: {error})") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise UsageError(f"{path}: not an evaluator results file (its \"rows\" are not a list of objects)")
+    for r in rows:
+        bad = [f for f in NUMERIC_FIELDS if r.get(f) is not None and not _positive(r[f])]
+        if not isinstance(r.get("tokens"), int) or r["tokens"] < 1 or bad:
+            raise UsageError(f"{path}: a row's tokens or {', '.join(bad) or 'times'} are not positive numbers: "
+                             f"{ {k: r.get(k) for k in ('tokens', *bad)} }")
     rows = [r for r in rows if r.get("latency_ms") and scales(r)]
     if not rows:
         raise UsageError(f"{path}: no row with a latency and a score")
@@ -82,8 +96,10 @@ def parse_what_if(arg: str, tokens: set[int]) -> dict[int, float]:
             k, us = int(k), float(us)
         except ValueError:
             raise UsageError(f"--what-if {arg!r}: expected TOKENS=US[,TOKENS=US...]") from None
-        if k not in tokens or not us > 0:
-            raise UsageError(f"--what-if {item!r}: no workload of {k} tokens in the file, or a time <= 0")
+        if k not in tokens:
+            raise UsageError(f"--what-if {item!r}: no workload of {k} tokens in the file")
+        if not (math.isfinite(us) and us > 0):
+            raise UsageError(f"--what-if {item!r}: the time must be a finite number of us above 0")
         out[k] = us / 1e3
     return out
 
@@ -111,7 +127,7 @@ def report(rows: list[dict], what_if: dict[int, float]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--results", type=Path, default=RESULTS_FILE, help="an evaluator results file")
     parser.add_argument("--what-if", default="", help="TOKENS=US[,...]: those workloads' times replaced")
     args = parser.parse_args(argv)

@@ -181,6 +181,16 @@ def test_check_fails_with_wrong_values(tmp_path):
     result = submit(solution_dir, output, "--check", "--no-write")
     assert result.returncode != 0
     assert "grad_hidden_states: matched" in result.stdout and "FAIL" in result.stdout, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("submit.py: check FAILED"), result.stderr
+
+
+def test_refuses_a_file_that_is_not_utf8(tmp_path):
+    output = tmp_path / "solution.json"
+    output.write_bytes(b"\x85\x00binary")
+    result = subprocess.run([sys.executable, str(ROOT / "submit.py"), "--no-write", "--output", str(output)],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "utf-8" in result.stderr, result.stderr
 
 
 def test_committed_solution_json_is_current():
