@@ -398,7 +398,8 @@ def leads(tokens: int, plan: LaunchPlan) -> list[tuple[str, float, int]]:
     rows = [("main: fp16 copies of hidden_states, gelu_output for stage 4", *sequential(main)),
             ("A. stage 4 reads fp32, at the fp16-copy kernel's stage-4 rate", *sequential(stages, at_copies_rate)),
             ("A'. the same at the fp32 prototype's stage-4 rate", *sequential(stages)),
-            ("C. stage 1 reduced to the LayerNorm rows (with A)", *sequential(layernorm_rows_only(tokens, plan)))]
+            ("C. stage 1 reduced to the LayerNorm rows (with A)",
+             *sequential(layernorm_rows_only(tokens, plan), at_copies_rate))]
     for label, rate in (("B. stages 2+3 per row block, stage 2's GEMM at its measured rate", EFFICIENCY[GELU_PERSISTENT].tflops),
                         ("B'. the same, both GEMMs at stage 3's rate", EFFICIENCY[INPUT_GRAD].tflops)):
         fused = fused_stages_2_3(tokens, plan, rate)

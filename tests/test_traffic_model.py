@@ -252,6 +252,26 @@ def test_leads_save_bytes():
     assert rows["A."][0] < rows["ma"][0]
 
 
+def test_docs_leads_table_is_the_tools():
+    """docs/traffic_model.md's table of issue 16's leads holds what `--leads` prints for the sm_90
+    plan: each lead's saving at 2984, 7184 and 131072 tokens (the table's rounding) and its bytes."""
+    text = (ROOT / "docs" / "traffic_model.md").read_text(encoding="utf-8")
+    table = text[text.index("## Issue 16's leads, predicted"):]
+    cells = {}
+    for line in table.splitlines():
+        if line.startswith("| ") and line[2:4] in ("A.", "A′", "B.", "B′", "C.", "D."):
+            *_, s2984, s7184, s131072, gb, _ = line.split("|")
+            cells[line[2:4].replace("′", "'")] = [float(c.replace("−", "-")) for c in (s2984, s7184, s131072, gb)]
+    plan = configs.PLANS["sm_90"]
+    for i, tokens in enumerate((2984, 7184, 131072)):
+        rows = tm.leads(tokens, plan)
+        main_ms = rows[0][1]
+        for label, ms, moved in rows[1:]:
+            assert cells[label[:2]][i] == pytest.approx((main_ms - ms) * 1e3, abs=0.051), (label, tokens)
+            if tokens == 131072:
+                assert cells[label[:2]][3] == pytest.approx(moved / 1e9, abs=0.0051), label
+
+
 def test_cli_model_table(capsys):
     assert tm.main(["--tokens", "128", "2984"]) == 0
     out = capsys.readouterr().out
