@@ -484,10 +484,16 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
 def measured_rows(path: Path, tokens: list[int] | None) -> list[dict]:
     """Rows of a profile_stages results file that have per-kernel times (those of `tokens` only, if given)."""
     try:
-        rows = json.loads(path.read_text())["rows"]
+        rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
         rows = [r for r in rows if "kernels_ms" in r and (not tokens or r["tokens"] in tokens)]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UsageError(f"{path}: not a profile_stages results file ({type(e).__name__}: {e})") from e
+    for r in rows:
+        kernels = r["kernels_ms"]
+        if (not isinstance(r.get("tokens"), int) or r["tokens"] < 1 or not isinstance(kernels, dict)
+                or not all(isinstance(v, (int, float)) and v >= 0 for v in kernels.values())):
+            raise UsageError(f"{path}: a row's tokens or kernels_ms are not positive numbers: "
+                             f"tokens {r.get('tokens')!r}, kernels_ms {kernels!r}"[:300])
     if not rows:
         raise UsageError(f"{path}: no rows with tokens and kernels_ms" + (f" for tokens {tokens}" if tokens else ""))
     return rows
@@ -546,11 +552,13 @@ def leads_table(tokens: int, plan: LaunchPlan) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Bytes and FLOPs of each stage kernel, its roofline, and a predicted time")
     parser.add_argument("--tokens", type=int, nargs="+", help="token counts (default 128 2984 131072; with --kernels: a filter)")
     parser.add_argument("--kernels", type=Path, help="a profile_stages results file: roofline of its measured kernel times")
     parser.add_argument("--leads", action="store_true", help="issue 16's leads: predicted time and saving")
     args = parser.parse_args(argv)
+    if args.leads and args.kernels:
+        parser.error("--leads predicts from the model; --kernels reads measurements: one or the other")
     try:
         if args.tokens and min(args.tokens) < 1:
             raise UsageError("--tokens must be positive")

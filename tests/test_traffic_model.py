@@ -292,3 +292,19 @@ def test_cli_bad_use_is_one_line(argv, capsys):
     assert tm.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("traffic_model: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("row", ({"tokens": 5, "kernels_ms": 5}, {"tokens": "a", "kernels_ms": {}},
+                                 {"tokens": 5, "kernels_ms": {"stage": "x"}}, {"tokens": -1, "kernels_ms": {"stage": 1}}))
+def test_cli_misshapen_kernels_file_is_one_line(row, tmp_path, capsys):
+    path = tmp_path / "stages.json"
+    path.write_text(json.dumps({"rows": [row]}))
+    assert tm.main(["--kernels", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"traffic_model: {path}: a row's tokens or kernels_ms") and err.count("\n") == 1
+
+
+def test_cli_leads_and_kernels_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as exit:
+        tm.main(["--kernels", str(OVERLAP), "--leads"])
+    assert exit.value.code == 2 and "one or the other" in capsys.readouterr().err
