@@ -10,7 +10,8 @@ with `PYTORCH_ALLOC_CONF=expandable_segments:True` (§4.1), parses its trace lin
 A wall-clock limit synthesizes TIMEOUT traces for unfinished workloads; a driver crash synthesizes
 RUNTIME_ERROR ones (the original emits nothing then, §2.4). Exit 0 iff every workload PASSED;
 1 otherwise, or at once without a CUDA GPU; 2 when all passed but a hardening check found something,
-or (argparse) for a usage error: an unknown option, workload or baseline name.
+or (argparse) for a usage error: an unknown option, workload or baseline name, a number out of range, a
+--solution that cannot be read or staged.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -27,7 +29,8 @@ from pathlib import Path
 
 from evaluation import offline, report
 from evaluation.provenance import git_commit, host_cpu
-from evaluation.staging import BenchmarkConfig, load_solution, positive_int, stage
+from evaluation.staging import (BenchmarkConfig, check_source_paths, int_at_least, load_solution,
+                                normalize_solution, stage)
 from evaluation.trace import PASSED, RUNTIME_ERROR, TIMEOUT, dumps, make_trace
 from reference.problem import DEFINITION, ROOT, WORKLOAD_PATH
 
@@ -61,10 +64,48 @@ def select_baselines(spec: str, known: tuple[str, ...]) -> list[str]:
     if spec == "all":
         return list(known)
     names = [name.strip() for name in spec.split(",")]
+    if {"all", "none"} & set(names):  # else "unknown 'all'" below, beside a list that names it
+        raise ValueError(f"--baselines {spec!r}: 'all' and 'none' stand alone, not in a list with other names")
     unknown = [name for name in names if name not in known]
     if unknown:
         raise ValueError(f"--baselines: unknown {', '.join(map(repr, unknown))} (known: {', '.join(known)}, all, none)")
     return names
+
+
+def timeout_seconds(text: str) -> float:
+    """argparse type for --timeout: finite and > 0 (nan, inf or <= 0 would never fire or fire at once),
+    and within what threading.Timer can wait (beyond it the timer thread dies and nothing fires)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and 0 < value <= threading.TIMEOUT_MAX):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a number of seconds > 0 and <= {threading.TIMEOUT_MAX:.0f}")
+    return value
+
+
+def read_solution(path: Path) -> dict:
+    """--solution loaded (empty `content` filled from files beside it) and checked as staging will
+    use it; ValueError (one line) otherwise, so that a bad file is a usage error before the GPU check
+    instead of a traceback after it."""
+    try:
+        solution = load_solution(path)
+        check_source_paths(normalize_solution(solution))
+    except OSError as e:  # missing, a folder, unreadable
+        raise ValueError(f"--solution {path}: {e.strerror or e}") from None
+    except (KeyError, TypeError, AttributeError) as e:  # JSON, but not shaped like a solution
+        raise ValueError(f"--solution {path}: not a solution object ({type(e).__name__}: {e})") from None
+    except ValueError as e:  # not UTF-8, not JSON, a bad source path (StagingError)
+        raise ValueError(f"--solution {path}: {e}") from None
+    try:
+        from schemas.validate import validate_solution
+    except ImportError:  # as validate(): the schemas are optional
+        return solution
+    try:
+        validate_solution(solution)
+    except ValueError as e:  # SchemaError
+        raise ValueError(f"--solution {path}: {e}") from None
+    return solution
 
 
 def cuda_available() -> bool:
@@ -174,21 +215,22 @@ NO_GPU = "needs a CUDA GPU (torch.cuda.is_available() is False); on a CPU-only m
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict]]:
-    """Arguments, the selected (normalized) workloads and `args.baselines` as a list; every bad
-    value is a usage error (exit 2) before anything runs."""
+    """Arguments, the selected (normalized) workloads, `args.baselines` as a list and
+    `args.loaded_solution` (the --solution file's object); every bad value is a usage error (exit 2)
+    before anything runs."""
     from evaluation.baselines import BASELINE_NAMES, DEFAULT_BASELINES
 
     parser = OneLineParser(prog="python -m evaluation.cli", description=__doc__.splitlines()[0])
     parser.add_argument("--solution", default="solution.json")
     parser.add_argument("--workloads", default=None, help="indices or uuids, comma-separated")
-    parser.add_argument("--rounds", type=positive_int, default=10)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--iterations", type=int, default=50)
+    parser.add_argument("--rounds", type=int_at_least(1), default=10)
+    parser.add_argument("--warmup", type=int_at_least(0), default=10)
+    parser.add_argument("--iterations", type=int_at_least(1), default=50)
     parser.add_argument("--baselines", default=",".join(DEFAULT_BASELINES),
                         help=f"comma list of {', '.join(BASELINE_NAMES)}; all; none (default: %(default)s)")
     parser.add_argument("--offline", action="store_true", help="inputs/outputs from stored safetensors")
     parser.add_argument("--cache-dir", default=str(ROOT / offline.CACHE_DIR))
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="wall-clock limit (s)")
+    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT_S, help="wall-clock limit (s)")
     parser.add_argument("--out", default="out/eval")
     parser.add_argument("--keep-staging", action="store_true", help="keep the staging dir (deleted by default, §2.1)")
     args = parser.parse_args(argv)
@@ -199,6 +241,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict]]:
     try:
         workloads = [normalize_workload(w) for w in select_workloads(raw_workloads, args.workloads)]
         args.baselines = select_baselines(args.baselines, BASELINE_NAMES)
+        args.loaded_solution = read_solution(Path(args.solution))
     except ValueError as e:
         parser.error(str(e))
     return args, workloads
@@ -209,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cuda_available():
         print(f"python -m evaluation.cli: {NO_GPU}", file=sys.stderr)
         return 1
-    solution = load_solution(Path(args.solution))
+    solution = args.loaded_solution
     if args.offline:
         for workload in workloads:
             offline.ensure_fixture(Path(args.cache_dir), workload)

@@ -30,7 +30,7 @@ import triton  # noqa: E402,F401  (imported before the staging dir can shadow it
 
 from evaluation import compare, gemm_reference, guards, hardening, io_conventions, timer  # noqa: E402
 from evaluation.baselines import run_baselines  # noqa: E402
-from evaluation.staging import BenchmarkConfig, positive_int  # noqa: E402
+from evaluation.staging import BenchmarkConfig, int_at_least  # noqa: E402
 from evaluation.trace import REWARD_HACK, RUNTIME_ERROR, Log, dumps, make_trace  # noqa: E402
 from evaluation.workload_eval import Harness, WorkloadEvaluation  # noqa: E402
 from evaluation.io_conventions import custom_input_generator  # noqa: E402
@@ -182,10 +182,19 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -P -m evaluation.driver")
     parser.add_argument("staging", type=Path)
     parser.add_argument("--side", type=Path, required=True)
-    parser.add_argument("--rounds", type=positive_int, default=10)
+    parser.add_argument("--rounds", type=int_at_least(1), default=10)
     parser.add_argument("--baselines", default="none", help="comma list of evaluation.baselines names")
     parser.add_argument("--offline-dir", default=None)
     args = parser.parse_args(argv)
+    # evaluation.cli passes paths it made; run by hand, a wrong one is one line, not a traceback.
+    # --side is opened after the chdir below: resolved first, it means what the check saw.
+    args.side = args.side.resolve()
+    if not (args.staging / "definition.json").is_file():
+        parser.error(f"{args.staging}: not a staging folder (no definition.json there)")
+    if args.side.is_dir() or not args.side.parent.is_dir():
+        parser.error(f"--side {args.side}: not a file in an existing folder")
+    if args.offline_dir and not Path(args.offline_dir).is_dir():
+        parser.error(f"--offline-dir {args.offline_dir}: not a folder")
     os.chdir(args.staging)
     with open(args.side, "w") as side_stream:
         evaluate_all(args, args.staging.resolve(), side_stream)

@@ -187,9 +187,17 @@ def package_directory(
     }
 
 
-def positive_int(text: str) -> int:
-    """argparse type for --rounds: round 0 sets the thread baseline, and round 9's inputs are timed."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return value
+def int_at_least(minimum: int):
+    """argparse type: an integer >= minimum (--rounds >= 1: round 0 sets the thread baseline; the
+    evaluator's --warmup >= 0); the message names the value given."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be >= {minimum}")
+        return value
+
+    return parse
