@@ -133,3 +133,103 @@ def test_score_elasticity_is_the_derivative_of_the_score(capsys):
     assert math.log(after / before) == pytest.approx(expected, rel=0.02)
     assert score_elasticity.main(["--what-if", "5=3"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+# -- command lines: --help does no work; a bad argument is a usage error before the GPU check -------------
+
+HELP_TOOLS = sorted(f"bench/experiments/{p.name}" for p in (ROOT / "bench" / "experiments").glob("*.py")
+                    if p.name != "__init__.py") + ["bench/ptx_fingerprints.py", "tests/fixtures/make_fixtures.py"]
+
+
+def _run_tool(path: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / path), *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": "", **env}, timeout=300)
+
+
+@pytest.mark.parametrize("tool", HELP_TOOLS)
+def test_help_prints_usage_and_does_nothing_else(tool):
+    """--help: usage on stdout, exit 0, nothing written (make_fixtures once rewrote the tracked
+    fixtures on any argument)."""
+    fixtures = {p: p.stat().st_mtime_ns for p in (ROOT / "tests" / "fixtures").glob("*.safetensors")}
+    result = _run_tool(tool, "--help")
+    assert result.returncode == 0 and result.stdout.startswith("usage:") and not result.stderr, result
+    assert {p: p.stat().st_mtime_ns for p in fixtures} == fixtures
+
+
+E = "bench/experiments/"
+BAD_ARGUMENTS = [  # (tool, arguments, what the error line must say)
+    (E + "ab_few_tokens_plans.py", ["999"], "'999': not a comma-separated list of workload token counts"),
+    (E + "ab_few_tokens_plans.py", ["128", "nosuch"], "unknown variant 'nosuch'"),
+    (E + "ab_fp32_weights.py", ["-5"], "'-5': not a comma-separated list of workload token counts"),
+    (E + "ab_host_path.py", ["/nonexistent", "128"], "'/nonexistent': no __init__.py or ffn_backward.py there"),
+    (E + "ab_host_path.py", ["solution", "128", "0"], "argument rounds: '0': must be >= 1"),
+    (E + "ab_large_layernorm.py", ["128"], "token counts [128] are not above BEYOND (32768)"),
+    (E + "ab_large_layernorm.py", ["131072", "-5"], "argument BEYOND: '-5': not a token count >= 1"),
+    (E + "ab_large_layernorm.py", ["131072", "32768", "nosuch"], "launch 'nosuch': expected ROWSrows-wWARPS-xWAVES"),
+    (E + "ab_stage1_by_tokens.py", ["5"], "'5': not a comma-separated list of workload token counts"),
+    (E + "ab_stage4_operand_b.py", ["-1"], "'-1': not a comma-separated list of workload token counts"),
+    (E + "ab_stage4_second_wave.py", ["0"], "'0': not a comma-separated list of workload token counts"),
+    (E + "ab_v18_v19.py", ["1,x"], "'1,x': not a comma-separated list of workload token counts"),
+    (E + "overlap_stage1_stage2.py", ["0"], "'0': not a comma-separated list of token counts >= 1"),
+    (E + "plan_sweeps.py", ["stage9"], "unknown sweep 'stage9'"),
+    (E + "stage2_prototypes.py", ["-5"], "'-5': not a comma-separated list of token counts >= 1"),
+    (E + "stage2_tiles.py", ["999"], "'999': not a comma-separated list of workload token counts"),
+    ("bench/ptx_fingerprints.py", ["--arch", "sm_80"], "invalid choice: 'sm_80'"),
+    ("tests/fixtures/make_fixtures.py", ["--bogus"], "unrecognized arguments: --bogus"),
+]
+
+
+@pytest.mark.parametrize("tool, args, message", BAD_ARGUMENTS)
+def test_a_bad_argument_is_a_usage_error_naming_it(tool, args, message):
+    """argparse's usage line, then one error line that names the value; exit 2, no traceback, before
+    any GPU check."""
+    result = _run_tool(tool, *args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr and not result.stdout, result
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("usage:") and message in lines[-1] and "error:" in lines[-1], result.stderr
+
+
+def test_refusals_of_the_environment_are_one_line():
+    """Where a script cannot run here: one line, no traceback (the DRY check without the interpreter,
+    ptx_fingerprints under the interpreter, an A/B whose branch-only plan fields main lacks, a library
+    module)."""
+    cases = [(E + "overlap_stage1_stage2.py", ["128"], {"DRY": "1", "TRITON_INTERPRET": "0"}, "set TRITON_INTERPRET=1"),
+             ("bench/ptx_fingerprints.py", [], {"TRITON_INTERPRET": "1"}, "unset TRITON_INTERPRET"),
+             (E + "ab_fp32_weights.py", ["128"], {}, "the record of a past A/B"),
+             (E + "stage2_ws_copy.py", [], {}, "a library module, nothing to run")]
+    for tool, args, env, message in cases:
+        result = _run_tool(tool, *args, **env)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode != 0 and len(lines) == 1 and message in lines[0] and not result.stdout, result
+
+
+def test_make_fixtures_writes_where_it_is_told(tmp_path):
+    """--out DIR: both fixtures there, the tracked ones untouched; a file as --out is a usage error."""
+    fixtures = {p: p.stat().st_mtime_ns for p in (ROOT / "tests" / "fixtures").glob("*.safetensors")}
+    result = _run_tool("tests/fixtures/make_fixtures.py", "--out", str(tmp_path / "new"))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == sorted(p.name for p in fixtures)
+    assert {p: p.stat().st_mtime_ns for p in fixtures} == fixtures
+    (tmp_path / "a_file").write_text("")
+    result = _run_tool("tests/fixtures/make_fixtures.py", "--out", str(tmp_path / "a_file"))
+    assert result.returncode == 2 and "a file, not a folder" in result.stderr, result
+
+
+def test_experiments_argument_types():
+    """The scripts' argument types: each a ValueError to a caller, and to argparse an error whose
+    message (naming the value) it prints as is."""
+    import argparse
+
+    from bench.experiments.workload_case import description, token_counts
+    from evaluation.staging import int_at_least
+
+    assert token_counts("1,5000") == [1, 5000] and int_at_least(1)("3") == 3
+    for parse, bad in ((token_counts, "0"), (token_counts, "1,-2"), (token_counts, "x"), (int_at_least(1), "0"),
+                       (int_at_least(1), "1.5")):
+        with pytest.raises((ValueError, argparse.ArgumentTypeError), match=repr(bad)):
+            parse(bad)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("tokens", type=token_counts)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["0"])
+    assert description("One sentence\nover two lines.\n\nMore.") == "One sentence over two lines."

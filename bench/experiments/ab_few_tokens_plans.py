@@ -27,12 +27,13 @@ v22's there; the stage-4 variants replace stage 4's whole table.
 
     PYTHONPATH=. python bench/experiments/ab_few_tokens_plans.py 128,131,422,613,1163 [VARIANT,...]   # on the GPU machine
 """
+import argparse
 import dataclasses
 import sys
 
 import torch
 
-from bench.experiments.workload_case import WORKLOAD_TOKENS, plan_ab, workload_tokens
+from bench.experiments.workload_case import description, plan_ab, workload_tokens
 from bench.gpu import require_gpu
 from solution import configs
 from solution.configs import ANY_TOKENS, GemmConfig
@@ -67,21 +68,19 @@ def variants(plan: configs.LaunchPlan) -> dict[str, configs.LaunchPlan]:
 
 
 def main(argv: list[str]) -> int:
-    try:
-        tokens = workload_tokens(argv[0])
-    except (IndexError, ValueError):
-        print(f"usage: ab_few_tokens_plans.py TOKENS[,TOKENS...] [VARIANT,...] (workload token counts: "
-              f"{list(WORKLOAD_TOKENS)})", file=sys.stderr)
-        return 2
+    known = list(variants(configs.PLANS["sm_90"]))  # the names, known before the GPU check (any plan has them)
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
+    parser.add_argument("variants", nargs="?", help=f"comma-separated, beside checkout (default: all): {', '.join(known)}")
+    args = parser.parse_args(argv)
+    chosen = args.variants.split(",") if args.variants else known
+    unknown = [n for n in chosen if n not in known]
+    if unknown:
+        parser.error(f"unknown variant {', '.join(map(repr, unknown))} (known: {', '.join(known)})")
     require_gpu("ab_few_tokens_plans")
-    plans = variants(configs.launch_plan(torch.device("cuda")))
-    if len(argv) > 1:
-        unknown = [n for n in argv[1].split(",") if n not in plans]
-        if unknown:
-            print(f"unknown variants {unknown}: {list(plans)}", file=sys.stderr)
-            return 2
-        plans = {n: p for n, p in plans.items() if n == "checkout" or n in argv[1].split(",")}
-    plan_ab(tokens, plans, "few_tokens_plans_ab.json", "few-token plan variants (stage 4 pipeline depth, stage 3 K split)")
+    plans = {n: p for n, p in variants(configs.launch_plan(torch.device("cuda"))).items() if n == "checkout" or n in chosen}
+    plan_ab(args.tokens, plans, "few_tokens_plans_ab.json",
+            "few-token plan variants (stage 4 pipeline depth, stage 3 K split)")
     return 0
 
 

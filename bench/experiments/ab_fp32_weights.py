@@ -31,6 +31,7 @@ branch's solution/ against a027ee7, where it was cut: `git checkout a027ee7 && g
 bench/experiments/ab_fp32_weights.patch`, then `python submit.py`). Kept here as the record of the
 measurement.
 """
+import argparse
 import dataclasses
 import os
 import sys
@@ -39,7 +40,7 @@ from functools import partial
 import torch
 
 import reference
-from bench.experiments.workload_case import (WORKLOAD_TOKENS, interleaved_times, measure_each, outputs_of, plan_runs,
+from bench.experiments.workload_case import (description, interleaved_times, measure_each, outputs_of, plan_runs,
                                               verdicts, workload_case, workload_tokens)
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
@@ -80,12 +81,18 @@ def measure(tokens: int, plans: dict[str, configs.LaunchPlan]) -> dict:
     return {"tokens": tokens, "correct": correct, "bit_identical_repeats": repeatable, "failures": failures, **times}
 
 
+BRANCH_FIELDS = ("stages_2_3_read_fp32_weights_up_to", "programmatic_launch_up_to")  # variants() sets them
+
+
 def main(argv: list[str]) -> int:
-    try:
-        tokens = workload_tokens(argv[0])
-    except (IndexError, ValueError):
-        print(f"usage: ab_fp32_weights.py TOKENS[,TOKENS...] (workload token counts: {list(WORKLOAD_TOKENS)})", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
+    tokens = parser.parse_args(argv).tokens
+    if not set(BRANCH_FIELDS) <= {f.name for f in dataclasses.fields(configs.LaunchPlan)}:
+        print("ab_fp32_weights: the record of a past A/B; it needs branch proto/fp32-weights-few-tokens's solution "
+              "(LaunchPlan." + ", LaunchPlan.".join(BRANCH_FIELDS) + "): ab_fp32_weights.patch on a027ee7, as its "
+              "docstring says", file=sys.stderr)
+        return 1  # as the other past records (ab_stage1_by_tokens, ab_v18_v19) stop
     require_gpu("ab_fp32_weights")
     plans = variants()
     out = os.path.join(os.environ.get("OUT", "."), "fp32_weights_ab.json")

@@ -7,6 +7,7 @@ in-process, interleaved comparison ranks two host paths.
 
     PYTHONPATH=. python bench/experiments/ab_host_path.py OLD_SOLUTION_DIR 128,7184,131072 [ROUNDS]   # on the GPU machine
 """
+import argparse
 import importlib
 import importlib.util
 import json
@@ -18,7 +19,8 @@ import torch
 
 import bench.real_use as real_use
 import reference
-from bench.experiments.workload_case import WORKLOAD_TOKENS, workload_tokens
+from bench.experiments.workload_case import description, workload_tokens
+from evaluation.staging import int_at_least
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
 from solution.ffn_backward import run as checkout_run
@@ -37,15 +39,15 @@ def load_run(directory: str, name: str = "old_solution"):
 
 
 def main(argv: list[str]) -> int:
-    try:
-        old_dir, tokens = argv[0], workload_tokens(argv[1])
-        rounds = int(argv[2]) if len(argv) > 2 else 4
-        if not os.path.isfile(os.path.join(old_dir, "ffn_backward.py")) or rounds < 1:
-            raise ValueError
-    except (IndexError, ValueError):
-        print(f"usage: ab_host_path.py OLD_SOLUTION_DIR TOKENS[,TOKENS...] [ROUNDS] (a directory holding a solution "
-              f"package; workload token counts {list(WORKLOAD_TOKENS)})", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("old_dir", metavar="OLD_SOLUTION_DIR", help="a directory holding a solution package")
+    parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
+    parser.add_argument("rounds", type=int_at_least(1), nargs="?", default=4, help="interleaved rounds (default: %(default)s)")
+    args = parser.parse_args(argv)
+    missing = [f for f in ("__init__.py", "ffn_backward.py") if not os.path.isfile(os.path.join(args.old_dir, f))]
+    if missing:  # load_run imports the package from both
+        parser.error(f"OLD_SOLUTION_DIR {args.old_dir!r}: no {' or '.join(missing)} there")
+    old_dir, tokens, rounds = args.old_dir, args.tokens, args.rounds
     device = require_gpu("ab_host_path")
     runs = {"old": load_run(old_dir), "checkout": checkout_run}
     out = os.path.join(os.environ.get("OUT", "."), "host_path_ab.json")

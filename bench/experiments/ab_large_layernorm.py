@@ -14,13 +14,14 @@ programs an SM at most), e.g. `2rows-w2-x2` (fewer row programs: stage 4 sums fe
 
     PYTHONPATH=. python bench/experiments/ab_large_layernorm.py 69568,131072 [BEYOND [LAUNCH,...]]   # on the GPU machine
 """
+import argparse
 import dataclasses
 import re
 import sys
 
 import torch
 
-from bench.experiments.workload_case import WORKLOAD_TOKENS, plan_ab, workload_tokens
+from bench.experiments.workload_case import BadArgument, plan_ab, workload_tokens
 from bench.gpu import require_gpu
 from solution import configs
 from solution.configs import ANY_TOKENS, LayerNormConfig
@@ -33,9 +34,24 @@ LAUNCHES = {"8rows-w4-x4": LayerNormConfig(8, 4, 4), "2rows-w2-x4": LayerNormCon
 def launch(name: str) -> LayerNormConfig:
     """A stage-1 launch from its name, ROWSrows-wWARPS-xWAVES (1row-... too)."""
     m = re.fullmatch(r"(\d+)rows?-w(\d+)-x(\d+)", name)
-    if not m:
-        raise ValueError(f"launch {name!r}: expected ROWSrows-wWARPS-xWAVES, e.g. 2rows-w2-x4")
+    if not m or 0 in map(int, m.groups()):
+        raise BadArgument(f"launch {name!r}: expected ROWSrows-wWARPS-xWAVES, each >= 1, e.g. 2rows-w2-x4")
     return LayerNormConfig(*map(int, m.groups()))
+
+
+def launch_names(arg: str) -> dict[str, LayerNormConfig]:
+    """The third argument: comma-separated launch names, each as launch() reads it."""
+    return {name: launch(name) for name in arg.split(",")}
+
+
+def beyond_tokens(arg: str) -> int:
+    try:
+        value = int(arg)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise BadArgument(f"{arg!r}: not a token count >= 1")
+    return value
 
 
 def variants(plan: configs.LaunchPlan, beyond: int = BEYOND,
@@ -47,19 +63,20 @@ def variants(plan: configs.LaunchPlan, beyond: int = BEYOND,
 
 
 def main(argv: list[str]) -> int:
-    try:
-        tokens = workload_tokens(argv[0])
-        beyond = int(argv[1]) if len(argv) > 1 else BEYOND
-        launches = {name: launch(name) for name in argv[2].split(",")} if len(argv) > 2 else LAUNCHES
-        if any(t <= beyond for t in tokens):
-            raise ValueError
-    except (IndexError, ValueError):
-        print(f"usage: ab_large_layernorm.py TOKENS[,TOKENS...] [BEYOND [LAUNCH,...]] (workload token counts above "
-              f"BEYOND, default {BEYOND}: {list(WORKLOAD_TOKENS)}; LAUNCH as 2rows-w2-x4)", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(description="A/B of stage 1's launch at the largest workloads: the checkout's "
+                                                 "plan with other stage-1 launches beyond BEYOND tokens.")
+    parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts, each above BEYOND")
+    parser.add_argument("beyond", metavar="BEYOND", type=beyond_tokens, nargs="?", default=BEYOND,
+                        help="the variants' launches hold beyond this many tokens (default: %(default)s)")
+    parser.add_argument("launches", metavar="LAUNCH,...", type=launch_names, nargs="?", default=LAUNCHES,
+                        help=f"ROWSrows-wWARPS-xWAVES each (default: {','.join(LAUNCHES)})")
+    args = parser.parse_args(argv)
+    below = [t for t in args.tokens if t <= args.beyond]
+    if below:  # there every variant is the checkout's plan
+        parser.error(f"token counts {below} are not above BEYOND ({args.beyond}): the variants differ only beyond it")
     require_gpu("ab_large_layernorm")
-    plans = variants(configs.launch_plan(torch.device("cuda")), beyond, launches)
-    plan_ab(tokens, plans, "large_layernorm_ab.json", f"stage 1's launch beyond {beyond} tokens")
+    plans = variants(configs.launch_plan(torch.device("cuda")), args.beyond, args.launches)
+    plan_ab(args.tokens, plans, "large_layernorm_ab.json", f"stage 1's launch beyond {args.beyond} tokens")
     return 0
 
 

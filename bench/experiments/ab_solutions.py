@@ -34,9 +34,10 @@ from functools import partial
 import torch
 
 from bench.experiments.ab_host_path import load_run
-from bench.experiments.workload_case import checked_and_timed, measure_each, workload_tokens
+from bench.experiments.workload_case import checked_and_timed, description, measure_each, workload_tokens
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
+from evaluation.staging import int_at_least
 from solution import configs
 from solution.configs import ANY_TOKENS, LayerNormConfig
 from solution.ffn_backward import run as checkout_run
@@ -96,11 +97,11 @@ VARIANTS = {"2rows-from-2049": _two_rows_from_2049, "gelu-copy-x2": _gelu_copy(2
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("old", help="a directory holding an older solution package")
     parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
     parser.add_argument("--variant", action="append", default=[], choices=sorted(VARIANTS))
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int_at_least(1), default=3)
     args = parser.parse_args(argv)
     if not os.path.isfile(os.path.join(args.old, "ffn_backward.py")):
         parser.error(f"{args.old}: no ffn_backward.py there")

@@ -6,12 +6,15 @@ step on 2 warps up to 1024 tokens; stage 4's column sums in 128-column chunks). 
 The record of results/stage1_by_tokens_ab_9ae95da.json: it ran in a checkout of main at bb9ce2f (v19)
 with the branch's solution/ at 9ae95da copied beside this script as proto_solution/. It does not run
 as tracked on later commits (no proto_solution/; `solution` is no longer v19)."""
-import json, os, sys, time
+import argparse, json, os, sys, time
 sys.path.insert(0, os.path.dirname(__file__))
 import reference
 from evaluation.timer import time_call
-from bench.experiments.workload_case import outputs_of, verdicts, workload_case
+from bench.experiments.workload_case import description, outputs_of, verdicts, workload_case, workload_tokens
 from evaluation.provenance import provenance
+parser = argparse.ArgumentParser(description=description(__doc__))  # --help and bad tokens before the import below
+parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
+TOKENS = parser.parse_args().tokens
 try:
     import proto_solution.ffn_backward as proto  # the branch's solution/, copied beside this script as proto_solution/; main's (v19) is `solution`
 except ModuleNotFoundError:
@@ -23,7 +26,7 @@ VARIANTS = (("v19", head.run), ("stage1_by_tokens", proto.run))
 deadline = time.monotonic() + float(os.environ.get("AB_BUDGET_S", "150"))
 out = os.path.join(os.environ.get("OUT", "."), "stage1_by_tokens_ab.json")
 rows = []
-for tokens in [int(t) for t in sys.argv[1].split(",")]:
+for tokens in TOKENS:
     if time.monotonic() > deadline:
         rows.append({"tokens": tokens, "error": "skipped: time budget spent"})
         continue

@@ -18,12 +18,13 @@ checked against the reference first.
 
     PYTHONPATH=. python bench/experiments/ab_stage4_operand_b.py 2984,17312,131072   # on the GPU machine
 """
+import argparse
 import dataclasses
 import sys
 
 import torch
 
-from bench.experiments.workload_case import WORKLOAD_TOKENS, plan_ab, workload_tokens
+from bench.experiments.workload_case import description, plan_ab, workload_tokens
 from bench.gpu import require_gpu
 from solution import configs
 from solution.configs import GemmConfig
@@ -42,11 +43,9 @@ def variants() -> dict[str, configs.LaunchPlan]:
 
 
 def main(argv: list[str]) -> int:
-    try:
-        tokens = workload_tokens(argv[0])
-    except (IndexError, ValueError):
-        print(f"usage: ab_stage4_operand_b.py TOKENS[,TOKENS...] (workload token counts: {list(WORKLOAD_TOKENS)})", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
+    tokens = parser.parse_args(argv).tokens
     require_gpu("ab_stage4_operand_b")
     plans = variants()
     plan_ab(tokens, plans, "stage4_operand_b_ab.json", "stage 4 with the rounded fp32 tile as wgmma's B operand vs Hopper's v21 plan")

@@ -16,12 +16,13 @@ tokens, stage 1 with 528 row programs made stage 4 6 us slower than with 373
 
     PYTHONPATH=. python bench/experiments/ab_stage4_second_wave.py 2984,3602,7184,17312   # on the GPU machine
 """
+import argparse
 import dataclasses
 import sys
 
 import torch
 
-from bench.experiments.workload_case import WORKLOAD_TOKENS, plan_ab, workload_tokens
+from bench.experiments.workload_case import description, plan_ab, workload_tokens
 from bench.gpu import require_gpu
 from solution import configs
 from solution.configs import ANY_TOKENS, LayerNormConfig
@@ -37,12 +38,9 @@ def variants(plan: configs.LaunchPlan) -> dict[str, configs.LaunchPlan]:
 
 
 def main(argv: list[str]) -> int:
-    try:
-        tokens = workload_tokens(argv[0])
-    except (IndexError, ValueError):
-        print(f"usage: ab_stage4_second_wave.py TOKENS[,TOKENS...] (workload token counts: {list(WORKLOAD_TOKENS)})",
-              file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
+    tokens = parser.parse_args(argv).tokens
     require_gpu("ab_stage4_second_wave")
     plans = variants(configs.launch_plan(torch.device("cuda")))
     plan_ab(tokens, plans, "stage4_second_wave_ab.json", "stage 4's second wave (pipeline depth, column-sum step, stage 1 launch)")

@@ -1,11 +1,14 @@
 """A/B in one process: v18 (main at 012a5e0, copied as old_solution/) vs the merged hybrid + stage-3 split-K (HEAD).
 Official-style timer (evaluation.timer.time_call), 2 interleaved rounds, median of 50 each; correctness first."""
-import json, os, sys, time
+import argparse, json, os, sys, time
 sys.path.insert(0, os.path.dirname(__file__))
 import reference
 from evaluation.timer import time_call
-from bench.experiments.workload_case import outputs_of, verdicts, workload_case
+from bench.experiments.workload_case import description, outputs_of, verdicts, workload_case, workload_tokens
 from evaluation.provenance import provenance
+parser = argparse.ArgumentParser(description=description(__doc__))  # --help and bad tokens before the import below
+parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
+TOKENS = parser.parse_args().tokens
 try:
     import old_solution.ffn_backward as v18  # main at 012a5e0 (v18), copied beside this script
 except ModuleNotFoundError:
@@ -17,7 +20,7 @@ VARIANTS = (("v18", v18.run), ("v19", head.run))
 deadline = time.monotonic() + float(os.environ.get("AB_BUDGET_S", "150"))
 out = os.path.join(os.environ.get("OUT", "."), "v19_ab.json")
 rows = []
-for tokens in [int(t) for t in sys.argv[1].split(",")]:
+for tokens in TOKENS:
     if time.monotonic() > deadline:
         rows.append({"tokens": tokens, "error": "skipped: time budget spent"})
         continue

@@ -5,8 +5,12 @@ of the inputs, each chunk with its own workspaces (so each chunk's stage 1 re-ro
 replayed; CUDA events around each replay, L2 flushed before it, median of REPS.
 Prediction (traffic model): stage 1 + stage 2 move ~3.3 GB at 131072 tokens in ~1330 us today
 (2.5 TB/s); perfect overlap bounded by ~4 TB/s: ~830 us, so at best -500 us; chunking costs
-launches (~3-5 us a kernel) and wave tails."""
-import json, os, statistics, sys
+launches (~3-5 us a kernel) and wave tails.
+
+    PYTHONPATH=. python bench/experiments/overlap_stage1_stage2.py 7184,131072          # on the GPU machine
+    DRY=1 TRITON_INTERPRET=1 python bench/experiments/overlap_stage1_stage2.py 128      # CPU check of the chunk views
+"""
+import argparse, json, os, statistics, sys
 import torch
 import reference
 from evaluation.provenance import provenance
@@ -14,16 +18,17 @@ from solution import configs
 from solution.arguments import Dims
 from solution.launches import describe_call, resolve, workspace_views
 from bench.gpu import require_gpu
+from bench.experiments.workload_case import token_counts
 import dataclasses
 
 REPS = 20
 DRY = os.environ.get("DRY") == "1"  # CPU check of the chunk views (TRITON_INTERPRET=1)
-try:
-    TOKENS = [int(x) for x in sys.argv[1].split(",")] if len(sys.argv) == 2 else []
-except ValueError:
-    TOKENS = []
-if not TOKENS:
-    sys.exit("usage: overlap_stage1_stage2.py TOKENS[,TOKENS...]  (on the GPU machine; DRY=1 TRITON_INTERPRET=1 on the CPU)")
+parser = argparse.ArgumentParser(description="Issue 16, isolated prototype: does stage 1 overlap stage 2 when the "
+                                             "tokens are pipelined in row chunks over two streams?")
+parser.add_argument("tokens", type=token_counts, help="comma-separated token counts >= 1")
+TOKENS = parser.parse_args().tokens
+if DRY and os.environ.get("TRITON_INTERPRET") != "1":  # else the kernels want a GPU driver
+    sys.exit("overlap_stage1_stage2: DRY=1 runs the kernels on the CPU: set TRITON_INTERPRET=1 too")
 dev = torch.device("cpu") if DRY else require_gpu("overlap_stage1_stage2")
 plan0 = configs.launch_plan(dev)
 out_path = os.path.join(os.environ.get("OUT", "."), "overlap_stage1_stage2.json")

@@ -13,20 +13,34 @@ stage1: stage 1's rows a step, warps (LaunchPlan.layernorm) and fp16_chunk at fe
 
 The run of results/plan_sweeps_bf5f75e.json was at bf5f75e (v19, whose plan had one stage-1 setting,
 the fields layernorm_block_m / _warps / _waves); this copy names it with LaunchPlan.layernorm, and
-"current plan" is the checkout's (v20's at b7964af: stage 1 by tokens), which that run did not have."""
-import dataclasses, json, os, sys, time
+"current plan" is the checkout's (v20's at b7964af: stage 1 by tokens), which that run did not have.
+
+    PYTHONPATH=. python bench/experiments/plan_sweeps.py stage1b,stage4   # on the GPU machine
+"""
+import argparse, dataclasses, json, os, time
 import torch
 import reference
 from evaluation.timer import time_call
-from bench.experiments.workload_case import outputs_of, verdicts, workload_case
+from bench.experiments.workload_case import BadArgument, description, outputs_of, verdicts, workload_case
 from evaluation.provenance import provenance
 from solution import configs
 from solution.configs import ANY_TOKENS, GemmConfig, LayerNormConfig
 import solution.ffn_backward as head
 from bench.gpu import require_gpu
 
-if len(sys.argv) != 2:
-    sys.exit("usage: plan_sweeps.py SWEEP[,SWEEP...]  (stage1b, stage4, stage1; on the GPU machine)")
+SWEEP_NAMES = ("stage1b", "stage4", "stage1")  # SWEEPS' keys, checked before the GPU check that SWEEPS needs
+
+
+def sweep_names(arg: str) -> list[str]:
+    unknown = [name for name in arg.split(",") if name not in SWEEP_NAMES]
+    if unknown:
+        raise BadArgument(f"unknown sweep {', '.join(map(repr, unknown))} (sweeps: {', '.join(SWEEP_NAMES)})")
+    return arg.split(",")
+
+
+parser = argparse.ArgumentParser(description=description(__doc__))
+parser.add_argument("sweeps", metavar="SWEEP[,SWEEP...]", type=sweep_names, help=", ".join(SWEEP_NAMES))
+CHOSEN = parser.parse_args().sweeps
 dev = require_gpu("plan_sweeps")
 P = configs.launch_plan(dev)
 R = dataclasses.replace
@@ -63,12 +77,11 @@ STAGE1B = {
 SWEEPS = {"stage1b": ([128, 131, 422, 613, 1163, 2984, 7184], STAGE1B),
           "stage4": ([2984, 17312, 131072, 1163], {k: R(P, weight_gemm=((ANY_TOKENS, g),)) for k, g in STAGE4.items()}),
           "stage1": ([128, 131, 422, 613, 1163, 2984], STAGE1)}
+assert tuple(SWEEPS) == SWEEP_NAMES
 out = os.path.join(os.environ.get("OUT", "."), "plan_sweeps_v19.json")
 deadline = time.monotonic() + float(os.environ.get("SWEEP_BUDGET_S", "300"))
 rows = []
-if any(sweep not in SWEEPS for sweep in sys.argv[1].split(",")):
-    sys.exit(f"plan_sweeps: {sys.argv[1]!r}: sweeps are {', '.join(SWEEPS)}")
-for sweep in sys.argv[1].split(","):
+for sweep in CHOSEN:
     sizes, variants = SWEEPS[sweep]
     for tokens in sizes:
         w, inputs, outs = workload_case(tokens)

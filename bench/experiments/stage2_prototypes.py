@@ -499,19 +499,19 @@ def measure(tokens: int, names: list[str], sms: int) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tokens", help="comma-separated token counts")
-    parser.add_argument("--variant", action="append", choices=sorted(VARIANTS), help="default: all")
+    from bench.experiments.workload_case import description, measure_each, token_counts
+
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("tokens", type=token_counts, help="comma-separated token counts >= 1 (any, not only workloads')")
+    parser.add_argument("--variant", action="append", choices=sorted(VARIANTS), metavar="VARIANT",
+                        help="a key of VARIANTS, repeatable (default: all)")
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "stage2_prototypes.json"))
     args = parser.parse_args(argv)
-    try:
-        tokens = [int(t) for t in args.tokens.split(",")]
-    except ValueError:
-        parser.error(f"{args.tokens!r}: not a comma-separated list of token counts")
-    from bench.gpu import require_gpu
-    from bench.experiments.workload_case import measure_each
+    tokens = args.tokens
+    from bench.gpu import require_gpu, writable
     from evaluation.provenance import provenance
 
+    writable(parser, out=args.out)
     device = require_gpu("stage2_prototypes")
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     header = {"provenance": provenance("issue 16: stage 2 alone, prototypes and diagnostics, official-style timer "

@@ -2,8 +2,11 @@
 tokens): per-kernel CUPTI times of the whole call (evaluation.timer.time_call), main's plan with
 stage 2's large-token config replaced. One run each. Hypothesis under test: stage 2 (935 us at
 131072) is bound by re-reading its operands per 64x128 tile (43 FLOP per operand byte); 128x256
-tiles halve that traffic (85 FLOP/B), 128x128 take 64."""
-import dataclasses, json, os, sys
+tiles halve that traffic (85 FLOP/B), 128x128 take 64.
+
+    PYTHONPATH=. python bench/experiments/stage2_tiles.py 7184,131072   # on the GPU machine
+"""
+import argparse, dataclasses, json, os
 from evaluation.timer import time_call
 from bench.experiments.workload_case import workload_case, workload_tokens
 from evaluation.provenance import provenance
@@ -12,10 +15,10 @@ from solution.configs import GemmConfig
 import solution.ffn_backward as head
 from bench.gpu import require_gpu
 
-try:
-    TOKENS = workload_tokens(sys.argv[1] if len(sys.argv) == 2 else "")
-except ValueError as error:
-    sys.exit(f"usage: stage2_tiles.py TOKENS[,TOKENS...]: {error}")
+parser = argparse.ArgumentParser(description="Issue 16: stage 2's tile shape again (v19 from 2048 tokens), "
+                                             "per-kernel CUPTI times of the whole call.")
+parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
+TOKENS = parser.parse_args().tokens
 dev = require_gpu("stage2_tiles")
 plan0 = configs.launch_plan(dev)
 CANDIDATES = {

@@ -215,3 +215,12 @@ def launch(a, b, x, out, partials, M: int, sms: int, block_n: int = 128, block_k
                                                 GROUP_M=8, STAGES=stages, CONSUMERS=consumers,
                                                 CONSUMER_REGS=consumer_regs, TMA_STORE=tma_store, num_warps=4,
                                                 maxnreg=max_registers, **{name: False for name in ablation})
+
+
+if __name__ == "__main__":
+    import sys
+
+    from bench.experiments.workload_case import library_module
+
+    sys.exit(library_module("stage2_warp_specialized.py", "it runs from stage2_prototypes.py --variant 'warp-specialized "
+                            "64x128 s4' (and the other 'warp-specialized ...' variants)"))

@@ -143,3 +143,12 @@ def check_copy(tokens: int, sms: int, **options) -> float:
     launch(*inputs, *[torch.full_like(o, float("nan")) for o in outputs], gelu, gelu_f16, tokens, sms, **options)
     torch.cuda.synchronize()
     return (gelu_f16.float() - gelu.half().float()).abs().max().item()
+
+
+if __name__ == "__main__":
+    import sys
+
+    from bench.experiments.workload_case import library_module
+
+    sys.exit(library_module("stage2_ws_copy.py", "it runs from stage2_prototypes.py --variant 'warp-specialized copy "
+                            "w2 s3 64x128 s4' (and the other 'warp-specialized copy ...' variants)"))

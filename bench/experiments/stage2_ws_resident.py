@@ -187,3 +187,12 @@ def launch(a, b, x, out, partials, M: int, sms: int, stages: int = 3) -> None:
     resident_b_kernel[((I // 128) * lanes,)](
         desc(a, [64, 64], gl.float16), desc(b, [64, 128], gl.float16), desc(x, [64, 128], gl.float32),
         desc(out, [64, 128], gl.float16), partials, M, H=H, I=I, STAGES=stages, num_warps=4, maxnreg=KERNEL_REGISTERS)
+
+
+if __name__ == "__main__":
+    import sys
+
+    from bench.experiments.workload_case import library_module
+
+    sys.exit(library_module("stage2_ws_resident.py", "it runs from stage2_prototypes.py --variant 'warp-specialized "
+                            "resident-b 64x128 s3' (or '... s2')"))

@@ -56,6 +56,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
 
+from bench.experiments.workload_case import description, measure_each, token_counts
+from bench.gpu import require_gpu, writable
+from evaluation.provenance import provenance
+
 H, I = 512, 2048
 HALF_M = gl.constexpr(64)  # a consumer warpgroup's rows: wgmma's M
 BLOCK_N = gl.constexpr(256)  # wgmma's largest N
@@ -279,20 +283,15 @@ def measure(tokens: int) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tokens", help="comma-separated token counts (2048 or more: the shipped kernel unsplit)")
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("tokens", type=token_counts,
+                        help="comma-separated token counts (2048 or more: the shipped kernel unsplit)")
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "stage3_warp_specialized.json"))
     args = parser.parse_args(argv)
-    try:
-        tokens = [int(t) for t in args.tokens.split(",")]
-    except ValueError:
-        tokens = []
-    if not tokens or min(tokens) < 2048:
-        parser.error(f"{args.tokens!r}: not a comma-separated list of token counts of 2048 or more")
-    from bench.experiments.workload_case import measure_each
-    from bench.gpu import require_gpu
-    from evaluation.provenance import provenance
-
+    tokens = args.tokens
+    if min(tokens) < 2048:
+        parser.error(f"{tokens}: token counts of 2048 or more (the shipped stage 3 splits K below)")
+    writable(parser, out=args.out)
     require_gpu("stage3_warp_specialized")
     header = {"provenance": provenance("issue 16: stage 3 alone, warp-specialized Gluon (128x256 cooperative tiles, "
                                        "the residual prefetched into shared memory) vs the shipped Triton kernel and "

@@ -68,6 +68,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
 
+from bench.experiments.workload_case import description, measure_each, token_counts
+from bench.gpu import require_gpu, writable
+from evaluation.provenance import provenance
+
 H, I = 512, 2048
 SPLITS = 2
 # registers a thread: the MMA warpgroups, and the converter's 2 warps with the loader's in one
@@ -452,18 +456,12 @@ def measure(tokens: int) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tokens", help="comma-separated token counts")
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("tokens", type=token_counts, help="comma-separated token counts")
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "stage4_warp_specialized.json"))
     args = parser.parse_args(argv)
-    try:
-        tokens = [int(t) for t in args.tokens.split(",")]
-    except ValueError:
-        parser.error(f"{args.tokens!r}: not a comma-separated list of token counts")
-    from bench.gpu import require_gpu
-    from bench.experiments.workload_case import measure_each
-    from evaluation.provenance import provenance
-
+    tokens = args.tokens
+    writable(parser, out=args.out)
     require_gpu("stage4_warp_specialized")
     header = {"provenance": provenance("issue 16: stage 4 alone on the fp32 inputs (warp-specialized Gluon: rounding "
                                        "in converter warps, or in the MMA warps as wgmma's register A operand) vs the "

@@ -2,13 +2,15 @@
 output tensors, a variant's outputs written into NaN-filled tensors (an element it leaves unwritten
 fails the check), the official check of each output, the token counts a script is asked for, the
 variants checked and timed in interleaved rounds, and the loop over token counts that writes the
-results file as it goes."""
+results file as it goes; also the scripts' command-line pieces (argument types, --help text)."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
+import sys
 from collections.abc import Callable
 from functools import partial
 
@@ -19,6 +21,11 @@ import reference
 WORKLOAD_TOKENS = tuple(sorted(w.tokens for w in reference.WORKLOADS))
 
 
+class BadArgument(argparse.ArgumentTypeError, ValueError):
+    """A bad command-line value: a ValueError to callers, and as an argparse type's error argparse
+    prints its message (naming the value) instead of "invalid workload_tokens value"."""
+
+
 def workload_tokens(arg: str) -> list[int]:
     """Comma-separated token counts of official workloads ("2984,131072"); ValueError otherwise."""
     try:
@@ -26,8 +33,34 @@ def workload_tokens(arg: str) -> list[int]:
     except ValueError:
         tokens = []
     if not tokens or any(t not in WORKLOAD_TOKENS for t in tokens):
-        raise ValueError(f"{arg!r}: not a comma-separated list of workload token counts {list(WORKLOAD_TOKENS)}")
+        raise BadArgument(f"{arg!r}: not a comma-separated list of workload token counts {list(WORKLOAD_TOKENS)}")
     return tokens
+
+
+def token_counts(arg: str) -> list[int]:
+    """Comma-separated token counts >= 1, official or not (prototypes on inputs of any size)."""
+    try:
+        tokens = [int(t) for t in arg.split(",")]
+    except ValueError:
+        tokens = []
+    if not tokens or min(tokens) < 1:
+        raise BadArgument(f"{arg!r}: not a comma-separated list of token counts >= 1")
+    return tokens
+
+
+def description(doc: str) -> str:
+    """A script's --help description: its docstring's first paragraph on one line (the first line
+    alone often stops mid-sentence)."""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def library_module(name: str, runs_from: str) -> int:
+    """__main__ of a module other scripts import: --help says what runs it (exit 0); any other run says
+    so in one line (exit 2) instead of exiting 0 having done nothing."""
+    what = f"{name}: a library module, nothing to run; {runs_from}"
+    argparse.ArgumentParser(prog=name, description=what).parse_args()
+    print(what, file=sys.stderr)
+    return 2
 
 
 def plan_runs(plans: dict) -> dict[str, Callable]:
@@ -114,3 +147,7 @@ def verdicts(outputs: list[torch.Tensor], expected, workload) -> dict:
     """The official check of each output against the reference's, by output name."""
     return {name: reference.check_output(o, e, workload.tolerance)
             for name, o, e in zip(reference.OUTPUT_NAMES, outputs, expected)}
+
+
+if __name__ == "__main__":
+    sys.exit(library_module("workload_case.py", "the A/B and sweep scripts beside it import it"))
