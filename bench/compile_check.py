@@ -207,12 +207,20 @@ def check(arch: str) -> list[str]:
     return problems
 
 
+def interpreter_refused(tool: str) -> bool:
+    """True, having said so in one line, where TRITON_INTERPRET is set: interpreted kernels are not
+    compiled, so there is nothing to check or fingerprint."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        print(f"{tool}: unset TRITON_INTERPRET (the interpreter replaces the compiler)", file=sys.stderr)
+        return True
+    return False
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", nargs="+", default=list(TARGETS), choices=list(TARGETS))
     args = parser.parse_args(argv)
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        print("compile_check: unset TRITON_INTERPRET (the interpreter replaces the compiler)", file=sys.stderr)
+    if interpreter_refused("compile_check"):
         return 2
     problems = [p for arch in args.arch for p in check(arch)]
     for p in problems:

@@ -5,17 +5,20 @@ information, local labels and the kernel's own name are ignored: a renamed kerne
 fingerprint), so a timing measured on one carries over to the other as far as the kernels go.
 Prints JSON: {arch: {kernel: {"sha1": ..., "lines": ...}}}. (Files before session 10 kept the name in.)
 
-    python bench/ptx_fingerprints.py > results/ptx_<commit>.json
+    python bench/ptx_fingerprints.py [--arch sm_90 sm_100] > results/ptx_<commit>.json
+
+Must run without TRITON_INTERPRET, as bench/compile_check.py (the interpreter replaces the compiler).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import re
 import sys
 
-from bench.compile_check import TARGETS, compile_launch, example_launches
+from bench.compile_check import TARGETS, compile_launch, example_launches, interpreter_refused
 from solution import configs
 
 _DEBUG_LINE = re.compile(r"\s*(\.loc|\.file|//|\.section|\.b8|\.b32|\$L__tmp|\$L__func)")
@@ -30,9 +33,10 @@ def fingerprint(ptx: str, name: str = "") -> dict:
     return {"sha1": hashlib.sha1(code.encode()).hexdigest(), "lines": len(code.splitlines())}
 
 
-def fingerprints() -> dict:
+def fingerprints(archs=tuple(TARGETS)) -> dict:
     result = {}
-    for arch, target in TARGETS.items():
+    for arch in archs:
+        target = TARGETS[arch]
         result[arch] = {}
         for tokens, resolved in example_launches(configs.PLANS[arch]):
             compiled = compile_launch(resolved.launch, target)
@@ -41,7 +45,16 @@ def fingerprints() -> dict:
     return result
 
 
-if __name__ == "__main__":
-    json.dump(fingerprints(), sys.stdout, indent=1, sort_keys=True)
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", nargs="+", default=list(TARGETS), choices=list(TARGETS))
+    args = parser.parse_args(argv)
+    if interpreter_refused("ptx_fingerprints"):
+        return 2
+    json.dump(fingerprints(args.arch), sys.stdout, indent=1, sort_keys=True)
     print()
-    sys.exit(0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

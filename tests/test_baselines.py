@@ -169,7 +169,8 @@ def test_readme_table_of_the_reported_results_file_keeps_its_scores():
 @pytest.mark.parametrize("content, message", [
     (None, "cannot read the results file"),
     ("not json", "is not JSON"),
-    ('{"rows": []}', "is not a results file of the tool this table reads"),
+    ('{"rows": []}', "has no rows"),
+    ('{"rows": [1]}', "is not a results file of the tool this table reads"),
 ])
 def test_readme_table_refuses_a_bad_results_file_in_one_line(tmp_path, capsys, content, message):
     results = tmp_path / "results.json"
