@@ -199,7 +199,7 @@ def contract_upper(p, H: gl.constexpr, I: gl.constexpr, SPLITS: gl.constexpr):
 
 
 @gluon.jit
-def weight_grad_ws_kernel(
+def weight_grad_converter_kernel(
     x_fc2, y_fc2,  # tensor descriptors: grad_residual_f16 (M, H) fp16 [BLOCK_K, BLOCK_P / 2]; gelu_output (M, I) fp32 [BLOCK_K, BLOCK_Q]
     x_fc1, y_fc1,  # grad_fc1_output (M, I) fp16 [BLOCK_K, BLOCK_P / 2]; hidden_states (M, H) fp32 [BLOCK_K, BLOCK_Q]
     partials,  # out (SPLITS, 2 H I) fp32: each split's grad_fc2_weight then grad_fc1_weight
@@ -369,7 +369,7 @@ def launch(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, grad_
     M = grad_residual_f16.shape[0]
     partials = torch.empty(SPLITS, 2 * H * I, device=gelu_output.device)  # every element written
     programs = 2 * (H // block_p) * (I // block_q) * SPLITS
-    weight_grad_ws_kernel[(programs,)](
+    weight_grad_converter_kernel[(programs,)](
         *descriptors(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, block_k, block_p, block_q),
         partials, M, H=H, I=I,
         SPLITS=SPLITS, STAGES=stages, Y16_STAGES=y16_stages, SUB_K=sub_k, MMA_REGISTERS=MMA_REGISTERS,
