@@ -20,19 +20,25 @@ def require_gpu(tool: str) -> torch.device:
 
 
 def writable(parser: argparse.ArgumentParser, **paths: str | None) -> None:
-    """Each output file's folder made (a fresh clone has no out/) and checked writable before any GPU
-    work, so that a run cannot end in a traceback after its measurements; a usage error naming the
-    option otherwise. `paths`: option name (without dashes) -> the path given, or None."""
+    """Each output file checked before any GPU work (a folder, or a place no folder can be made or
+    written: a usage error naming the option), so that a run cannot end in a traceback after its
+    measurements; nothing is created here (make_folders does, once the GPU is there). `paths`:
+    option name (without dashes) -> the path given, or None."""
     for option, path in paths.items():
         if path is None:
             continue
         flag = "--" + option.replace("_", "-")
-        target = Path(path)
+        target = Path(path).absolute()
         if target.is_dir():
             parser.error(f"{flag} {path}: a folder, not a file")
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            parser.error(f"{flag} {path}: cannot make its folder ({e.strerror})")
-        if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        existing = next(p for p in target.parents if p.exists())  # the nearest folder that is there
+        if not existing.is_dir():
+            parser.error(f"{flag} {path}: {existing} is a file, not a folder")
+        if not os.access(existing, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
             parser.error(f"{flag} {path}: not writable")
+
+
+def make_folders(*paths: str | None) -> None:
+    """The folders of the output files (a fresh clone has no out/), after the GPU check."""
+    for path in filter(None, paths):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)

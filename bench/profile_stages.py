@@ -22,7 +22,7 @@ import triton
 
 import reference
 from bench import traffic_model
-from bench.gpu import require_gpu, writable
+from bench.gpu import make_folders, require_gpu, writable
 from evaluation.provenance import provenance
 from evaluation.timer import time_call
 from solution import configs
@@ -121,6 +121,7 @@ def main(argv=None) -> int:
         parser.error(f"--tokens {args.tokens}: token counts are at least 1")
     writable(parser, out=args.out)
     device = require_gpu("profile_stages")
+    make_folders(args.out)
     base = configs.launch_plan(device)
     rows = []
     for tokens in args.tokens:

@@ -32,7 +32,7 @@ import torch
 
 import reference
 from reference.problem import ROOT
-from bench.gpu import require_gpu, writable
+from bench.gpu import make_folders, require_gpu, writable
 from evaluation.provenance import provenance
 from evaluation.shifting_pool import ShiftingMemoryPool
 from evaluation.timer import time_call
@@ -151,6 +151,7 @@ def main(argv=None) -> int:
     workloads = [w for w in reference.WORKLOADS if not args.tokens or w.tokens in args.tokens]
     writable(parser, out=args.out, profile=args.profile)
     device = require_gpu("real_use")
+    make_folders(args.out, args.profile)
     torch.manual_seed(0)
     if args.profile:
         _profile_host(min(workloads, key=lambda w: w.tokens), args.calls, device, args.profile)

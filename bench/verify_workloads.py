@@ -18,7 +18,7 @@ import time
 import torch
 
 import reference
-from bench.gpu import require_gpu, writable
+from bench.gpu import make_folders, require_gpu, writable
 from evaluation.provenance import provenance
 from solution.ffn_backward import run as solution_run
 
@@ -56,6 +56,7 @@ def main(argv=None) -> int:
         parser.error(f"--rounds {args.rounds}: at least 1")
     writable(parser, out=args.out)
     device = require_gpu("verify_workloads")
+    make_folders(args.out)
     torch.manual_seed(args.seed)
     results = []
     for w in reference.WORKLOADS:

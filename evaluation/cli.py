@@ -221,7 +221,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict]]:
     from evaluation.baselines import BASELINE_NAMES, DEFAULT_BASELINES
 
     parser = OneLineParser(prog="python -m evaluation.cli", description=__doc__.splitlines()[0])
-    parser.add_argument("--solution", default="solution.json")
+    parser.add_argument("--solution", default=str(ROOT / "solution.json"))
     parser.add_argument("--workloads", default=None, help="indices or uuids, comma-separated")
     parser.add_argument("--rounds", type=int_at_least(1), default=10)
     parser.add_argument("--warmup", type=int_at_least(0), default=10)

@@ -187,8 +187,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--offline-dir", default=None)
     args = parser.parse_args(argv)
     # evaluation.cli passes paths it made; run by hand, a wrong one is one line, not a traceback.
-    # --side is opened after the chdir below: resolved first, it means what the check saw.
-    args.side = args.side.resolve()
+    # The paths are used after the chdir below: resolved first, each means what the check saw.
+    args.staging, args.side = args.staging.resolve(), args.side.resolve()
+    if args.offline_dir:
+        args.offline_dir = str(Path(args.offline_dir).resolve())
     if not (args.staging / "definition.json").is_file():
         parser.error(f"{args.staging}: not a staging folder (no definition.json there)")
     if args.side.is_dir() or not args.side.parent.is_dir():
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--offline-dir {args.offline_dir}: not a folder")
     os.chdir(args.staging)
     with open(args.side, "w") as side_stream:
-        evaluate_all(args, args.staging.resolve(), side_stream)
+        evaluate_all(args, args.staging, side_stream)
 
 
 if __name__ == "__main__":

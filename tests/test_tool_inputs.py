@@ -82,13 +82,15 @@ def test_gpu_tools_refuse_bad_options_before_the_gpu_check(argv, words, tmp_path
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
-def test_gpu_tools_make_the_folder_of_their_results_before_the_gpu_check(tmp_path):
-    """A fresh clone has no out/: the folder is made first, so a run cannot lose its measurements to
-    a missing folder at the end."""
+def test_gpu_tools_check_their_output_path_but_make_nothing_without_a_gpu(tmp_path):
+    """An output path no folder can be made for is refused before the GPU check; a good one in a
+    folder that is not there yet (a fresh clone has no out/) passes, and nothing is created by a
+    tool that then stops for want of a GPU."""
+    (tmp_path / "a_file").write_text("")
+    one_line(run_tool("bench/verify_workloads.py", "--out", str(tmp_path / "a_file" / "v.json")), "is a file")
     out = tmp_path / "new" / "verify.json"
-    result = run_tool("bench/verify_workloads.py", "--out", str(out))
-    one_line(result, "needs a CUDA GPU")
-    assert out.parent.is_dir() and not out.exists()
+    one_line(run_tool("bench/verify_workloads.py", "--out", str(out)), "needs a CUDA GPU")
+    assert not out.parent.exists()
 
 
 def test_host_profile_paths_are_relative_to_the_repository():

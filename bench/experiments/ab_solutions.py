@@ -103,8 +103,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--variant", action="append", default=[], choices=sorted(VARIANTS))
     parser.add_argument("--rounds", type=int_at_least(1), default=3)
     args = parser.parse_args(argv)
-    if not os.path.isfile(os.path.join(args.old, "ffn_backward.py")):
-        parser.error(f"{args.old}: no ffn_backward.py there")
+    missing = [f for f in ("__init__.py", "ffn_backward.py") if not os.path.isfile(os.path.join(args.old, f))]
+    if missing:
+        parser.error(f"{args.old}: not a solution package (no {' or '.join(missing)} there)")
     require_gpu("ab_solutions")
     plan = configs.launch_plan(torch.device("cuda"))
     fns = {"old": load_run(args.old), "checkout": checkout_run,

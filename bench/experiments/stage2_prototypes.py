@@ -508,11 +508,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "stage2_prototypes.json"))
     args = parser.parse_args(argv)
     tokens = args.tokens
-    from bench.gpu import require_gpu, writable
+    from bench.gpu import make_folders, require_gpu, writable
     from evaluation.provenance import provenance
 
     writable(parser, out=args.out)
     device = require_gpu("stage2_prototypes")
+    make_folders(args.out)
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     header = {"provenance": provenance("issue 16: stage 2 alone, prototypes and diagnostics, official-style timer "
                                        "(cold L2, shifting addresses, median of 50, CUPTI kernel time)")}

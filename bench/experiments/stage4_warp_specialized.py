@@ -69,7 +69,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
 
 from bench.experiments.workload_case import description, measure_each, token_counts
-from bench.gpu import require_gpu, writable
+from bench.gpu import make_folders, require_gpu, writable
 from evaluation.provenance import provenance
 
 H, I = 512, 2048
@@ -463,6 +463,7 @@ def main(argv: list[str]) -> int:
     tokens = args.tokens
     writable(parser, out=args.out)
     require_gpu("stage4_warp_specialized")
+    make_folders(args.out)
     header = {"provenance": provenance("issue 16: stage 4 alone on the fp32 inputs (warp-specialized Gluon: rounding "
                                        "in converter warps, or in the MMA warps as wgmma's register A operand) vs the "
                                        "shipped kernel on fp16 copies; official-style timer")}
