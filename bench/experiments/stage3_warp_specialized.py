@@ -44,8 +44,6 @@ cuBLAS's GEMM alone and the variants (official-style timer).
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from functools import partial
 
@@ -56,9 +54,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
 
-from bench.experiments.workload_case import description, measure_each, token_counts
-from bench.gpu import make_folders, require_gpu, writable
-from evaluation.provenance import provenance
+from bench.experiments.workload_case import prototype_main
 
 H, I = 512, 2048
 HALF_M = gl.constexpr(64)  # a consumer warpgroup's rows: wgmma's M
@@ -282,24 +278,18 @@ def measure(tokens: int) -> dict:
     return row
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=description(__doc__))
-    parser.add_argument("tokens", type=token_counts,
-                        help="comma-separated token counts above 256 (the shipped kernel unsplit)")
-    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "stage3_warp_specialized.json"))
-    args = parser.parse_args(argv)
-    tokens = args.tokens
+def unsplit(tokens: list[int]) -> str | None:
+    """Why token counts do not suit the comparison, or None: up to 256 the shipped stage 3 splits K."""
     if min(tokens) <= 256:
-        parser.error(f"{tokens}: token counts above 256 (up to 256 the shipped stage 3 splits K, which this "
-                     "script does not run)")
-    writable(parser, out=args.out)
-    require_gpu("stage3_warp_specialized")
-    make_folders(args.out)
-    header = {"provenance": provenance("issue 16: stage 3 alone, warp-specialized Gluon (128x256 cooperative tiles, "
-                                       "the residual prefetched into shared memory) vs the shipped Triton kernel and "
-                                       "cuBLAS's GEMM alone; official-style timer")}
-    measure_each(tokens, measure, args.out, header)
-    return 0
+        return "token counts above 256 (up to 256 the shipped stage 3 splits K, which this script does not run)"
+    return None
+
+
+def main(argv: list[str]) -> int:
+    return prototype_main(argv, __doc__, "stage3_warp_specialized", measure,
+                          "issue 16: stage 3 alone, warp-specialized Gluon (128x256 cooperative tiles, the residual "
+                          "prefetched into shared memory) vs the shipped Triton kernel and cuBLAS's GEMM alone; "
+                          "official-style timer", unsplit)
 
 
 if __name__ == "__main__":

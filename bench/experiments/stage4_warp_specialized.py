@@ -56,8 +56,6 @@ times both (official-style timer).
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from functools import partial
 
@@ -68,9 +66,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
 
-from bench.experiments.workload_case import description, measure_each, token_counts
-from bench.gpu import make_folders, require_gpu, writable
-from evaluation.provenance import provenance
+from bench.experiments.workload_case import prototype_main
 
 H, I = 512, 2048
 SPLITS = 2
@@ -456,19 +452,10 @@ def measure(tokens: int) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=description(__doc__))
-    parser.add_argument("tokens", type=token_counts, help="comma-separated token counts")
-    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "stage4_warp_specialized.json"))
-    args = parser.parse_args(argv)
-    tokens = args.tokens
-    writable(parser, out=args.out)
-    require_gpu("stage4_warp_specialized")
-    make_folders(args.out)
-    header = {"provenance": provenance("issue 16: stage 4 alone on the fp32 inputs (warp-specialized Gluon: rounding "
-                                       "in converter warps, or in the MMA warps as wgmma's register A operand) vs the "
-                                       "shipped kernel on fp16 copies; official-style timer")}
-    measure_each(tokens, measure, args.out, header)
-    return 0
+    return prototype_main(argv, __doc__, "stage4_warp_specialized", measure,
+                          "issue 16: stage 4 alone on the fp32 inputs (warp-specialized Gluon: rounding in converter "
+                          "warps, or in the MMA warps as wgmma's register A operand) vs the shipped kernel on fp16 "
+                          "copies; official-style timer")
 
 
 if __name__ == "__main__":

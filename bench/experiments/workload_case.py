@@ -109,6 +109,29 @@ def measure_each(tokens: list[int], measure: Callable[[int], dict], out: str, he
     return rows
 
 
+def prototype_main(argv: list[str], doc: str, tool: str, measure: Callable[[int], dict], what: str,
+                   check_tokens: Callable[[list[int]], str | None] = lambda tokens: None) -> int:
+    """The command line of a prototype script that times its variants alone at some token counts:
+    `tokens` (check_tokens returns why they do not suit, or None) and --out ($OUT/<tool>.json), both
+    checked before the GPU check; then measure(t) for each, written as it goes with `what` as its
+    provenance's method."""
+    from bench.gpu import make_folders, require_gpu, writable
+    from evaluation.provenance import provenance
+
+    parser = argparse.ArgumentParser(description=description(doc))
+    parser.add_argument("tokens", type=token_counts, help="comma-separated token counts")
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), f"{tool}.json"))
+    args = parser.parse_args(argv)
+    unsuited = check_tokens(args.tokens)
+    if unsuited:
+        parser.error(f"{args.tokens}: {unsuited}")
+    writable(parser, out=args.out)
+    require_gpu(tool)
+    make_folders(args.out)
+    measure_each(args.tokens, measure, args.out, {"provenance": provenance(what)})
+    return 0
+
+
 def plan_ab(tokens: list[int], plans: dict, out_name: str, what: str) -> list[dict]:
     """The A/B of launch plans (name -> LaunchPlan) on the checkout's solution at each token count
     (checked_and_timed), written to $OUT/out_name (or ./out_name) with its provenance and the plans."""
