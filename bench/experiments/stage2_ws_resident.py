@@ -1,6 +1,10 @@
 """Issue 16: the warp-specialized stage 2 with its fc2_weight columns resident in shared memory
 (weight-stationary), so that a tile moves about half the bytes from L2.
 
+Result (session 21): integrated as candidate v28, it lost in the call, 970 us at 131072 tokens
+against v27's 768 (results/solutions_ab_b717f27.json; predicted 460-500). This prototype alone was
+not run.
+
 Why: v27's stage 2 (solution/gelu_backward_ws.py) takes 795 us at 131072 tokens in the call, where
 its GEMM at cuBLAS's rate and its DRAM bytes each take ~420-470. Each of its 64 x 128 tiles moves 240
 KB from L2 (grad_residual's 64 rows, 64 KB; fc2_weight's 128 columns over all 512 rows, 128 KB;

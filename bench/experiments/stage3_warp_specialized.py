@@ -1,6 +1,10 @@
 """Issue 16: stage 3 on Hopper, warp-specialized (Gluon), against the shipped Triton kernel and
 cuBLAS's GEMM alone.
 
+Result (session 21, results/stage3_warp_specialized_b717f27.json): lost, 501.0 us at 131072 tokens
+against the Triton kernel's 484.2 (predicted 410-450), 96.1 vs 90.6 at 17312, 37.1 vs 34.8 at 7184;
+outputs bit-identical.
+
     grad_hidden_states (M x H) = grad_fc1_output (M x I, fp16) @ fc1_weight_f16 (I x H) + grad_residual (fp32)
 
 Why: stage 3 alone runs at ~540 TFLOP/s (499-508 us at 131072 tokens in 128x256 tiles,
