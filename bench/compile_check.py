@@ -61,7 +61,7 @@ TARGETS = {
     "sm_100": Target(100, 32, 227 * 1024, "tcgen05.mma"),
 }
 GEMM_KERNELS = {"gelu_backward_gemm_kernel", "gelu_backward_persistent_kernel", "gelu_backward_ws_kernel",
-                "input_grad_gemm_kernel", "weight_grad_kernel", "weight_grad_fp32_kernel"}
+                "input_grad_gemm_kernel", "weight_grad_kernel", "weight_grad_fp32_kernel", "weight_grad_ws_kernel"}
 _TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.int32: "*i32"}
 
 

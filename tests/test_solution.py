@@ -61,8 +61,9 @@ def device_plan(device: torch.device, **changes) -> configs.LaunchPlan:
 
 
 def skip_on_hopper_gpu(device: torch.device) -> None:
-    """Stage 4 on the fp32 inputs is not launched on sm_90: its register-operand MMA may race there
-    (solution/configs.py). Its tests run in the interpreter, and on GPUs that launch it."""
+    """Triton's stage 4 on the fp32 inputs (weight_grad_fp32_kernel) is not launched on sm_90: its
+    register-operand MMA may race there (solution/configs.py; sm_90 runs the Gluon kernel instead).
+    Its tests run in the interpreter, and on GPUs that launch it."""
     if configs.architecture(device) == "sm_90":
         pytest.skip("sm_90 never launches weight_grad_fp32_kernel (register-operand MMA hazard, solution/configs.py)")
 
@@ -148,11 +149,17 @@ def test_stage3_split_k_is_deterministic_on_gpu(device, nan_outputs):
         assert torch.equal(outputs["grad_hidden_states"], first)
 
 
-def test_stage3_arrival_counters_zeroed_each_call(device, nan_outputs, outputs_pass):
-    """Stage 3's split-K arrival counters start from zero whatever the workspace held (stage 1 of
-    the same call zeroes them): a workspace of 0x7f bytes, where counters left as found would never
-    reach SPLITS - 1 and no tile would be stored."""
-    plan = split_k_plan(device, 4)
+@pytest.mark.parametrize("counted", ["stage3-split-k", "stage4-warp-specialized"])
+def test_arrival_counters_zeroed_each_call(counted, device, nan_outputs, outputs_pass):
+    """The arrival counters (stage 3 split over K; the Gluon stage 4's token halves) start from zero
+    whatever the workspace held (stage 1 of the same call zeroes them): a workspace of 0x7f bytes,
+    where counters left as found would never show the last arrival and no tile would be stored."""
+    if counted == "stage3-split-k":
+        plan = split_k_plan(device, 4)
+    elif configs.architecture(device) != "sm_90":
+        pytest.skip("the warp-specialized stage 4 is Hopper's (wgmma)")
+    else:
+        plan = warp_specialized_stage4_plan(device)
     inputs = draw(1, 50, device, seed=395)
     outputs = nan_outputs(1, 50, device)
     named = dict(zip(reference.INPUT_NAMES, inputs))
@@ -160,7 +167,7 @@ def test_stage3_arrival_counters_zeroed_each_call(device, nan_outputs, outputs_p
     tensors = {**named, **outputs}
     dims, _, _ = check_arguments(tuple(tensors[name] for name in TENSOR_NAMES), eps)
     described = describe_call(dims, plan)
-    assert "input_arrivals" in dict(described.workspace_offsets)
+    assert "arrivals" in dict(described.workspace_offsets)
     garbage = torch.full((described.workspace_bytes,), 0x7F, dtype=torch.uint8, device=device)
     launch_in_order(described, {**tensors, **workspace_views(described, garbage)}, float(eps))
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
@@ -178,12 +185,12 @@ def test_stage3_split_k_launch(splits):
     workspaces = {w.name: w for w in described.workspaces}
     assert stage3.grid == tiles * splits and stage3.constexprs["SPLITS"] == splits
     if splits == 1:
-        assert not {"input_partials", "input_arrivals"} & workspaces.keys()
+        assert not {"input_partials", "arrivals"} & workspaces.keys()
         assert stage3.args[4:6] == (None, None) and stage1.args[-4] is None and stage1.args[-1] is None
     else:
         assert workspaces["input_partials"].shape == (tiles, splits, 64, 64)
-        assert workspaces["input_arrivals"] == Buffer("input_arrivals", torch.int32, (tiles,))
-        assert stage3.args[5] is stage1.args[-4] is workspaces["input_arrivals"] and stage1.args[-1] == tiles
+        assert workspaces["arrivals"] == Buffer("arrivals", torch.int32, (tiles,))
+        assert stage3.args[5] is stage1.args[-4] is workspaces["arrivals"] and stage1.args[-1] == tiles
 
 
 def test_unaligned_fc1_output(device, nan_outputs, outputs_pass):
@@ -478,6 +485,45 @@ def test_warp_specialized_stage2_launch():
 
 
 B1xS1163 = next(w for w in reference.WORKLOADS if w.label == "B1xS1163")
+WARP_SPECIALIZED_STAGE4 = configs.for_tokens(configs.PLANS["sm_90"].weight_gemm, configs.ANY_TOKENS)
+
+
+def warp_specialized_stage4_plan(device: torch.device) -> configs.LaunchPlan:
+    """The device's plan with the Gluon stage 4 (on the fp32 inputs) at every token count."""
+    return device_plan(device, stage4_reads_fp32_from=0, weight_gemm=((configs.ANY_TOKENS, WARP_SPECIALIZED_STAGE4),))
+
+
+def test_warp_specialized_stage4_launch():
+    """sm_90's plan beyond 2048 tokens: stage 4 is the Gluon kernel on the caller's fp32 gelu_output
+    and hidden_states (Gluon TMA descriptors), after stage 3: 128 programs (both weights' 128 x 256
+    tiles, each over 2 token halves), its partial weight gradients and one arrival counter a tile
+    half in workspaces, the counters zeroed by stage 1. No fp16 copies of gelu_output or
+    hidden_states and no copy launch; at 2048 tokens and fewer those copies and the Triton kernel.
+    A shape its tiles do not divide runs on the copies."""
+    plan = configs.PLANS["sm_90"]
+
+    def described(tokens: int, hidden: int = 512):
+        return describe_call(Dims(tokens=tokens, hidden=hidden, intermediate=2048, device=torch.device("cpu")), plan)
+
+    low, high = described(2048), described(2049)
+    assert low.launches[3].kernel.__name__ == "weight_grad_kernel" and "hidden_states_f16" in dict(low.workspace_offsets)
+    assert [launch.kernel.__name__ for launch in high.launches] == [
+        "layernorm_backward_kernel", "gelu_backward_ws_kernel", "input_grad_gemm_kernel", "weight_grad_ws_kernel",
+        "column_sums_kernel"]
+    stage1, stage4 = high.launches[0], high.launches[3]
+    assert stage4.grid == 128 and stage4.after == (2,)
+    assert [a.buffer.name for a in stage4.args if getattr(a, "gluon", False)] == [
+        "grad_residual_f16", "gelu_output", "grad_fc1_output", "hidden_states"]
+    workspaces = {w.name: w for w in high.workspaces}
+    assert not {"hidden_states_f16", "gelu_output_f16"} & workspaces.keys()
+    assert not stage1.constexprs["COPY_HIDDEN"] and not stage1.constexprs["COPY_GELU"]
+    assert workspaces["weight_partials"].shape == (2, 2 * 512 * 2048)
+    assert workspaces["arrivals"].shape == (128,)
+    assert stage4.args[5] is stage1.args[-4] is workspaces["arrivals"] and stage1.args[-1] == 128
+    assert stage4.args[6] == 0  # its counters first: stage 3 does not split K there
+    assert not any(g.warp_specialized for arch in ("sm_100", "cpu") for _, g in configs.PLANS[arch].weight_gemm)
+    odd = described(4096, hidden=640)  # 640 is no multiple of the 256-wide tiles
+    assert odd.launches[3].kernel.__name__ == "weight_grad_kernel" and odd.launches[0].constexprs["COPY_HIDDEN"]
 
 
 @pytest.mark.gpu
@@ -495,6 +541,25 @@ def test_warp_specialized_stage2(batch_size, seq_len, tolerance, device, nan_out
     inputs = draw(batch_size, seq_len, device, seed=500 + seq_len)
     outputs = nan_outputs(batch_size, seq_len, device)
     call(inputs, outputs, device_plan(device, gelu_gemm=((configs.ANY_TOKENS, WARP_SPECIALIZED_STAGE2),)))
+    outputs_pass(outputs, reference_outputs(inputs), tolerance)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch_size, seq_len, tolerance", [
+    pytest.param(1, 1, LIVE_TOLERANCE, id="one-token"),
+    pytest.param(2, 37, LIVE_TOLERANCE, id="partial-step"),
+    pytest.param(1, 130, LIVE_TOLERANCE, id="three-steps"),
+    pytest.param(1, 1163, B1xS1163.tolerance, id="B1xS1163-ring-wraps")])
+def test_warp_specialized_stage4(batch_size, seq_len, tolerance, device, nan_outputs, outputs_pass):
+    """The Gluon stage 4 (Hopper) on the fp32 inputs at any token count, through the CUDA graph: one
+    token (the second token half has no step: its partial is zero), a partial last step (74
+    tokens), 130 tokens (two steps and one), 1163 tokens (10 and 9 steps a half: the ring of 3
+    wraps); each tile half's two partials summed by the warpgroup that arrives second."""
+    if configs.architecture(device) != "sm_90":
+        pytest.skip("the warp-specialized stage 4 is Hopper's (wgmma)")
+    inputs = draw(batch_size, seq_len, device, seed=700 + seq_len)
+    outputs = nan_outputs(batch_size, seq_len, device)
+    call(inputs, outputs, warp_specialized_stage4_plan(device))
     outputs_pass(outputs, reference_outputs(inputs), tolerance)
 
 
