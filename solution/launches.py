@@ -149,7 +149,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     if fp32_stage4 and g4.warp_specialized and not weight_ws_fits(H, I, g4.block_m, g4.block_n):
         # the warp-specialized kernel's tiles must divide both weights; otherwise the copies, made in
         # stage 1, and the configuration used just below the threshold (untuned)
-        fp32_stage4, g4 = False, for_tokens(plan.weight_gemm, plan.stage4_reads_fp32_from - 1)
+        fp32_stage4 = False
+        g4 = replace(for_tokens(plan.weight_gemm, plan.stage4_reads_fp32_from - 1), warp_specialized=False)
     ws_stage4 = fp32_stage4 and g4.warp_specialized
     stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
     gelu_copy_programs = gelu_copy_programs_per_sm(M, plan) * sms

@@ -38,8 +38,9 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 
 SPLITS = gl.constexpr(2)  # the tokens' halves (the final sum is order-free only for two)
 HALF_Q = gl.constexpr(64)  # an MMA warpgroup's Q rows: wgmma's M
-# registers a thread of either MMA warpgroup (the default partition's 4 warps get what is left);
-# with the loader warpgroup's 24, 128 x (2 x 232 + 24) fit an SM's 64 K
+# registers a thread of the odd MMA warpgroup; the loader's warpgroup gets 24 and the default
+# partition (the other MMA warpgroup) what is left, 248 in the sm_90 PTX: 128 x (248 + 232 + 24) of
+# an SM's 64 K
 MMA_REGISTERS = gl.constexpr(232)
 KERNEL_REGISTERS = 168  # what the 12 warps start with (maxnreg): 168 x 384 threads fit an SM
 
