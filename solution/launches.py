@@ -12,7 +12,7 @@ split over K; the warp-specialized stage 4's token halves) are zeroed by stage 1
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 import torch
