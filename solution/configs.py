@@ -272,7 +272,7 @@ _HOPPER = LaunchPlan(
 # (evaluator, results/eval_39589b2.json): geomean 141.1 us, as predicted (~141.2); v20 read 135.4.
 # The race-free alternative, the rounded tile as wgmma's B operand, lost at every size
 # (results/stage4_operand_b_ab_39589b2.json). bench/compile_check.py fails on a register-operand MMA
-# pipelined this way. Candidate v29 (below): from 2049 tokens stage 4 on the fp32 inputs in Gluon
+# pipelined this way. Candidate v29 (below): from 4097 tokens stage 4 on the fp32 inputs in Gluon
 # (weight_grad_ws.py), each MMA waited for before its registers are reloaded.
 # Stage 1 beyond 2048 tokens, with the copies (official-style timer, 3 interleaved rounds, us;
 # results/hopper_layernorm_ab_bcb6f92.json): 8 rows on 4 warps vs 2 rows on 2 warps vs 1 row on 4
@@ -298,17 +298,17 @@ _HOPPER = LaunchPlan(
 # shipped sums (results/solutions_ab_ef24336.json): 2984 89.9 vs 92.6, 3602 107.3 vs 110.6.
 _SM90 = replace(
     _HOPPER,
-    # CANDIDATE v29, NOT YET MEASURED: from 2049 tokens stage 4 reads the fp32 gelu_output and
-    # hidden_states (weight_grad_ws.py: 256 x 128 tiles, the tokens in two halves, 64-token steps, 3
-    # stages; 192 KiB, 168 registers, no spills on sm_90), so stage 1 makes no hidden_states copy and
-    # no gelu_output copy runs beside stage 3. Its isolated prototype is
-    # bench/experiments/stage4_warp_specialized.py's "register-a 256x128x64 s3"; the prototype run and
-    # the A/B against v28 (the copies: stage4_reads_fp32_from=ANY_TOKENS with the copy launch below)
-    # fill this in. Predicted (PERFORMANCE.md): stage 4 ~0.8-1.0 ms at 131072 tokens (798 us on the
-    # copies), stage 3 alone ~500 instead of 742, stage 1 ~290 instead of 388: the call -100 to -300 us.
-    # Until then the copy launch's settings below stay, for that A/B.
-    stage4_reads_fp32_from=2049,
-    weight_gemm=(*_HOPPER.weight_gemm[:-1], (2048, _HOPPER.weight_gemm[-1][1]),
+    # CANDIDATE (session 21), its A/B against v27 pending: from 4097 tokens stage 4 reads the fp32
+    # gelu_output and hidden_states (weight_grad_ws.py: 256 x 128 tiles, the tokens in two halves,
+    # 64-token steps, 3 stages; 192 KiB, 168 registers, no spills on sm_90), so stage 1 makes no
+    # hidden_states copy and no gelu_output copy runs beside stage 3. On v28's stage 2 against the
+    # copies (results/solutions_ab_b717f27.json, 3 interleaved rounds, us): 131072 tokens 2681-2685
+    # vs 2845-2850 (stage 1 314 vs 388, stage 3 alone 487 vs 727 beside the copy, stage 4 909 vs
+    # 760), 17312: 394.6-395.6 vs 407.6-408.2, 7184: 178.4-178.8 vs 184.4-184.9; at 2984 it lost
+    # (90.9-91.0 vs 88.5-88.8), so up to 4096 tokens the copies stay. Alone, 858.6 us at 131072
+    # tokens against 753.8 on the copies (results/stage4_warp_specialized_b717f27.json).
+    stage4_reads_fp32_from=4097,
+    weight_gemm=(*_HOPPER.weight_gemm[:-1], (4096, _HOPPER.weight_gemm[-1][1]),
                  (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=4, num_stages=3,
                                          warp_specialized=True))),
     # Beyond 2048 tokens gelu_output's fp16 copy beside stage 3, not in stage 1 (which then moves 2.0

@@ -22,10 +22,10 @@ variants, its operand ring 3 deep instead of 4 (ws-stages-3), 4 row tiles a colu
 had the field (LaunchPlan.gelu_copy_beside_stage2, removed after it lost), gelu_output's copy beside
 stage 2 on n SMs left by it, p programs an SM (copy-beside-stage2-nxp), not beside stage 3
 (results/solutions_ab_ws_6e71feb.json).
-Session 21: v27 against stage 4 on the fp32 inputs in Gluon from 2049 tokens without the fp16 copies
-(v29's stage 4 on v27's stage 2, after v28's resident stage 2 lost: results/solutions_ab_b717f27.json);
-as variants, v27's layout in the checkout (stage4-copies), the Gluon stage 4 from 4097 tokens only
-(stage4-ws-from-4097) and in 32-token steps, 6 deep (stage4-ws-32x6).
+Session 21: v27 against stage 4 on the fp32 inputs in Gluon from 4097 tokens without the fp16 copies
+(v29's stage 4 on v27's stage 2, after v28's resident stage 2 lost: results/solutions_ab_b717f27.json,
+where v29's stage 4 lost at 2984 tokens); as variants, v27's layout in the checkout (stage4-copies),
+the Gluon stage 4 from 2049 tokens (stage4-ws-from-2049) and in 32-token steps, 6 deep (stage4-ws-32x6).
 
     PYTHONPATH=. python bench/experiments/ab_solutions.py OLD_SOLUTION_DIR 128,2984 [--variant 2rows-from-2049]   # on the GPU machine
 """
@@ -112,8 +112,8 @@ VARIANTS = {"2rows-from-2049": _two_rows_from_2049, "gelu-copy-x2": _gelu_copy(2
             "ws-stages-3": _warp_specialized(num_stages=3), "ws-group-4": _warp_specialized(group_m=4),
             "ws-from-1025": _warp_specialized(from_tokens=1025),
             "stage4-copies": _stage4_warp_specialized(ANY_TOKENS),
-            "stage4-ws-from-4097": _stage4_warp_specialized(4097),
-            "stage4-ws-32x6": _stage4_warp_specialized(2049, block_k=32, num_stages=6)}
+            "stage4-ws-from-2049": _stage4_warp_specialized(2049),
+            "stage4-ws-32x6": _stage4_warp_specialized(4097, block_k=32, num_stages=6)}
 
 
 def main(argv: list[str]) -> int:
