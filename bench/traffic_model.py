@@ -52,7 +52,7 @@ GELU_WS = "gelu_backward_ws_kernel"  # stage 2, warp-specialized (Hopper beyond 
 INPUT_GRAD = "input_grad_gemm_kernel"
 WEIGHT_GRAD = "weight_grad_kernel"  # stage 4 on fp16 copies of gelu_output and hidden_states
 WEIGHT_GRAD_FP32 = "weight_grad_fp32_kernel"  # stage 4 on the fp32 inputs
-WEIGHT_WS = "weight_grad_ws_kernel"  # stage 4 on the fp32 inputs, warp-specialized (Hopper beyond 2048 tokens, v29 candidate)
+WEIGHT_WS = "weight_grad_ws_kernel"  # stage 4 on the fp32 inputs, warp-specialized (Hopper from 4097 tokens)
 COLUMN_SUMS = "column_sums_kernel"  # the bias and LayerNorm column sums, beside stages 3 and 4 (v24 on)
 FP16_COPY = "fp16_copy_kernel"  # gelu_output's fp16 copy beside stage 3 (Hopper beyond 2048 tokens, v26 on)
 
@@ -289,12 +289,12 @@ EFFICIENCY = {
 STAGE4_FP32_PROTOTYPE_TFLOPS = EFFICIENCY[WEIGHT_GRAD].tflops * 763.4 / 1159.2
 EFFICIENCY[WEIGHT_GRAD_FP32] = Efficiency(3.57, STAGE4_FP32_PROTOTYPE_TFLOPS,
                                           "isolated prototype's rate, not measured in the pipeline")
-# Stage 4 warp-specialized on the fp32 inputs (candidate v29, weight_grad_ws.py): not measured. Its
-# estimate if shared memory bounds it (the fp32 tile read into registers adds 16 KB to the copies
-# kernel's 64 a 2.1 MFLOP step, bench/experiments/stage4_warp_specialized.py): the copies kernel's
-# rate x 64 / 80; if the tensor cores bound it, that rate itself (leads' A)
-EFFICIENCY[WEIGHT_WS] = Efficiency(3.57, EFFICIENCY[WEIGHT_GRAD].tflops * 64 / 80,
-                                   "not measured: the fp16-copy kernel's rate x 64/80 (shared-memory bytes a step)")
+# Stage 4 warp-specialized on the fp32 inputs (weight_grad_ws.py): 0.550 TFLOP in 909 us in the call
+# at 131072 tokens (results/solutions_ab_b717f27.json, per-kernel medians 907-912; 858.6 alone,
+# results/stage4_warp_specialized_b717f27.json). Predicted before that from shared-memory bytes a
+# step (the fp32 tile read into registers adds 16 KB to the copies kernel's 64): that kernel's rate
+# x 64 / 80, 578 TFLOP/s
+EFFICIENCY[WEIGHT_WS] = Efficiency(3.57, 605.0, "in the call, 131072 tokens")
 # The column sums (a few MB at most, 7 programs) run beside stages 3 and 4 and are left out of the
 # call (call_ms); not measured alone: stage 1's rate stands in for theirs
 EFFICIENCY[COLUMN_SUMS] = Efficiency(3.57, 0.0, "not measured: stage 1's rate (beside stages 3 and 4)")
