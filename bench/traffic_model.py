@@ -54,7 +54,7 @@ WEIGHT_GRAD = "weight_grad_kernel"  # stage 4 on fp16 copies of gelu_output and 
 WEIGHT_GRAD_FP32 = "weight_grad_fp32_kernel"  # stage 4 on the fp32 inputs
 WEIGHT_WS = "weight_grad_ws_kernel"  # stage 4 on the fp32 inputs, warp-specialized (Hopper from 4097 tokens)
 COLUMN_SUMS = "column_sums_kernel"  # the bias and LayerNorm column sums, beside stages 3 and 4 (v24 on)
-FP16_COPY = "fp16_copy_kernel"  # gelu_output's fp16 copy beside stage 3 (Hopper beyond 2048 tokens, v26 on)
+FP16_COPY = "fp16_copy_kernel"  # gelu_output's fp16 copy beside stage 3 (Hopper beyond 2048 tokens from v26, to 4096 in v30)
 
 # Stage 1's tensors that its LayerNorm row programs move (the rest: the fp16 chunk programs)
 LAYERNORM_ROW_TENSORS = frozenset({"grad_output", "normalized", "var", "ln_weight", "hidden_states", "grad_residual",
@@ -68,7 +68,7 @@ class Fp16Copies:
     tokens on where stage 2 is persistent, stage 2's epilogue did), and stage 4 read those copies
     (LaunchPlan.round_gelu_in_stage2_from of that time). Today's plans have the copies below
     stage4_reads_fp32_from tokens only, made in stage 1, or gelu_output's in its own launch beside
-    stage 3 (gelu_beside_stage3: sm_90 beyond 2048 tokens)."""
+    stage 3 (gelu_beside_stage3: sm_90 from 2049 tokens to its plan's stage4_reads_fp32_from)."""
 
     gelu_in_stage2_from: int
     gelu_beside_stage3: bool = False  # gelu_output's copy its own launch beside stage 3 (v26 on, Hopper)

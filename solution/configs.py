@@ -120,8 +120,8 @@ _HOPPER = LaunchPlan(
     # copies, beside stage 3), summing the LayerNorm partial rows of 2-4x more programs, takes up to
     # 27.7 us instead of 16.5. So this bound lies between 613 and 1163 tokens.
     # From 2049 tokens 2 rows on 2 warps, where stage 4 reads the fp32 inputs after stage 3
-    # (stage4_reads_fp32_from; measured in sm_100's layout, which candidate v29 gives sm_90 too;
-    # sm_90's plan with the copies ran 8 rows on 4 warps to 2048 tokens, _SM90 below): 2984 tokens 86.0 vs 89.0 us (stage 1 12 vs 17), 3602: 99.8 vs 103.8,
+    # (stage4_reads_fp32_from; measured in sm_100's layout, which candidate v30 gives sm_90 from 4097
+    # tokens; sm_90's plan with the copies ran 8 rows on 4 warps to 2048 tokens, _SM90 below): 2984 tokens 86.0 vs 89.0 us (stage 1 12 vs 17), 3602: 99.8 vs 103.8,
     # 7184: 180.3 vs 183.5, 17312: 415.5 vs 421.3 (one run each,
     # results/mid_tokens_layernorm_deaf714.json); 131072: 2870 vs 2924 us, 69568: 1531 vs 1565 (3
     # interleaved rounds, each variant's within 22 us, results/large_layernorm_ab_2e0e05e.json; 1 row
@@ -261,7 +261,7 @@ _HOPPER = LaunchPlan(
 # registers): undefined in the PTX ISA (wgmma.wait_group), upstream triton-lang/triton#9433. Other
 # tiles of that kernel gave NaN/Inf on the H200 (results/plan_sweeps_bf5f75e.json,
 # results/stage4_fp32_6caa1d8.json); the tile above passed every check there, but is not race-free
-# by construction. So on sm_90 stage 4 reads stage 1's fp16 copies at every size (weight_grad_kernel:
+# by construction. So on sm_90 Triton's stage 4 reads stage 1's fp16 copies (weight_grad_kernel:
 # both operands in shared memory), with stage 1 from 1025 tokens as measured with the copies (8 rows on
 # 4 warps to 2048 tokens, 2 rows on 2 warps beyond: below). From 2049
 # tokens v21's plan was v18's configuration (results/eval_446f215.json), except that from 16384
@@ -272,8 +272,9 @@ _HOPPER = LaunchPlan(
 # (evaluator, results/eval_39589b2.json): geomean 141.1 us, as predicted (~141.2); v20 read 135.4.
 # The race-free alternative, the rounded tile as wgmma's B operand, lost at every size
 # (results/stage4_operand_b_ab_39589b2.json). bench/compile_check.py fails on a register-operand MMA
-# pipelined this way. Candidate v29 (below): from 4097 tokens stage 4 on the fp32 inputs in Gluon
-# (weight_grad_ws.py), each MMA waited for before its registers are reloaded.
+# pipelined this way. Candidate v30 (_SM90 below): from 4097 tokens stage 4 on the fp32 inputs in
+# Gluon (weight_grad_ws.py), each MMA waited for before its registers are reloaded; up to 4096 tokens
+# the copies.
 # Stage 1 beyond 2048 tokens, with the copies (official-style timer, 3 interleaved rounds, us;
 # results/hopper_layernorm_ab_bcb6f92.json): 8 rows on 4 warps vs 2 rows on 2 warps vs 1 row on 4
 # warps: 2984 tokens 93.2 / 96.7 / 98.5; 7184: 191.6 / 187.3 / 191.8; 17312: 431.1 / 423.4 / 434.4;
@@ -298,9 +299,10 @@ _HOPPER = LaunchPlan(
 # shipped sums (results/solutions_ab_ef24336.json): 2984 89.9 vs 92.6, 3602 107.3 vs 110.6.
 _SM90 = replace(
     _HOPPER,
-    # CANDIDATE (session 21), its A/B against v27 pending: from 4097 tokens stage 4 reads the fp32
-    # gelu_output and hidden_states (weight_grad_ws.py: 256 x 128 tiles, the tokens in two halves,
-    # 64-token steps, 3 stages; 192 KiB, 168 registers, no spills on sm_90), so stage 1 makes no
+    # CANDIDATE v30 (session 21), its A/B against v27 pending: from 4097 tokens stage 4 reads the
+    # fp32 gelu_output and hidden_states (weight_grad_ws.py: tiles of 128 rows of the fp32 side by
+    # 256 of the fp16 side, GemmConfig's block_m x block_n; the tokens in two halves, 64-token
+    # steps, 3 stages; 192 KiB, 168 registers, no spills on sm_90), so stage 1 makes no
     # hidden_states copy and no gelu_output copy runs beside stage 3. On v28's stage 2 against the
     # copies (results/solutions_ab_b717f27.json, 3 interleaved rounds, us): 131072 tokens 2681-2685
     # vs 2845-2850 (stage 1 314 vs 388, stage 3 alone 487 vs 727 beside the copy, stage 4 909 vs

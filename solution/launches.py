@@ -12,7 +12,7 @@ split over K; the warp-specialized stage 4's token halves) are zeroed by stage 1
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 import torch
@@ -35,6 +35,7 @@ from .weight_grad_ws import KERNEL_REGISTERS as WEIGHT_WS_KERNEL_REGISTERS
 from .weight_grad_ws import arrival_counters as weight_ws_arrival_counters
 from .weight_grad_ws import fits as weight_ws_fits
 from .weight_grad_ws import programs as weight_ws_programs
+from .weight_grad_ws import supports as weight_ws_supports
 from .weight_grad_ws import SPLITS as WEIGHT_WS_SPLITS
 from .weight_grad_ws import weight_grad_ws_kernel
 
@@ -146,11 +147,16 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     chunk = for_tokens(plan.fp16_chunk, M)
     # else fp16 copies of hidden_states and gelu_output: stage 1 makes them, or gelu_output's the copy launch
     fp32_stage4 = M >= plan.stage4_reads_fp32_from
+    if g4.warp_specialized and not weight_ws_supports(g4.block_m, g4.block_n):
+        raise ValueError(f"plan.weight_gemm: the warp-specialized stage 4 takes 128 x (at most 256) tiles, not {g4}")
     if fp32_stage4 and g4.warp_specialized and not weight_ws_fits(H, I, g4.block_m, g4.block_n):
-        # the warp-specialized kernel's tiles must divide both weights; otherwise the copies, made in
-        # stage 1, and the configuration used just below the threshold (untuned)
-        fp32_stage4 = False
-        g4 = replace(for_tokens(plan.weight_gemm, plan.stage4_reads_fp32_from - 1), warp_specialized=False)
+        # the warp-specialized kernel's tiles must divide both weights (always so through ffn_backward,
+        # whose H and I are powers of two from 256 on); otherwise the copies, made in stage 1, and the
+        # plan's last Triton stage-4 configuration (untuned there)
+        triton_entries = [g for _, g in plan.weight_gemm if not g.warp_specialized]
+        if not triton_entries:
+            raise ValueError(f"plan.weight_gemm: no Triton entry for H={H}, I={I}, which its Gluon tiles do not divide")
+        fp32_stage4, g4 = False, triton_entries[-1]
     ws_stage4 = fp32_stage4 and g4.warp_specialized
     stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
     gelu_copy_programs = gelu_copy_programs_per_sm(M, plan) * sms

@@ -45,10 +45,15 @@ MMA_REGISTERS = gl.constexpr(232)
 KERNEL_REGISTERS = 168  # what the 12 warps start with (maxnreg): 168 x 384 threads fit an SM
 
 
+def supports(block_q: int, block_p: int) -> bool:
+    """Whether the kernel takes block_q (Q, the fp32 side: two MMA warpgroups of 64 rows, so 128) x
+    block_p (P, the fp16 side: wgmma's N, at most 256) tiles."""
+    return block_q == 2 * HALF_Q.value and block_p <= 256
+
+
 def fits(H: int, I: int, block_q: int, block_p: int) -> bool:
-    """Whether 128 (Q, the fp32 side: two MMA warpgroups) x block_p (P, the fp16 side: wgmma's N, at
-    most 256) tiles divide both weights (H x I and I x H)."""
-    return block_q == 2 * HALF_Q.value and block_p <= 256 and all(n % block_p == 0 and n % block_q == 0 for n in (H, I))
+    """Whether such tiles divide both weights (H x I and I x H)."""
+    return supports(block_q, block_p) and all(n % block_p == 0 and n % block_q == 0 for n in (H, I))
 
 
 def programs(H: int, I: int, block_q: int, block_p: int) -> int:

@@ -526,9 +526,43 @@ def test_warp_specialized_stage4_launch():
     assert stage4.args[5] is stage1.args[-4] is workspaces["arrivals"] and stage1.args[-1] == 128
     assert stage4.args[6] == 0  # its counters first: stage 3 does not split K there
     assert not any(g.warp_specialized for arch in ("sm_100", "cpu") for _, g in configs.PLANS[arch].weight_gemm)
-    odd = described(plan.stage4_reads_fp32_from, hidden=640)  # 640 is no multiple of the 256-wide tiles
-    assert "weight_grad_kernel" in [launch.kernel.__name__ for launch in odd.launches]
-    assert odd.launches[0].constexprs["COPY_HIDDEN"]
+    # a shape the Gluon tiles do not divide (640 is no multiple of 256; the entry point only takes
+    # powers of two): the copies, made in stage 1, and the plan's Triton stage 4
+    odd = described(plan.stage4_reads_fp32_from, hidden=640)
+    assert [launch.kernel.__name__ for launch in odd.launches] == [
+        "layernorm_backward_kernel", "gelu_backward_ws_kernel", "input_grad_gemm_kernel", "weight_grad_kernel",
+        "column_sums_kernel"]
+    assert odd.launches[0].constexprs["COPY_HIDDEN"] and odd.launches[0].constexprs["COPY_GELU"]
+    assert not {"weight_partials", "arrivals"} & {w.name for w in odd.workspaces}
+
+
+def test_sm90_plan_is_v27s_below_the_gluon_stage4():
+    """sm_90's plan (candidate v30) runs the Gluon stage 4 from 4097 tokens, where it beat the fp16
+    copies in session 21's A/B (results/solutions_ab_b717f27.json; at 2984 tokens it lost). Below, the
+    call is v27's exactly: the plan with the copies at every size and the Triton stage 4."""
+    plan = configs.PLANS["sm_90"]
+    assert plan.stage4_reads_fp32_from == 4097
+    triton_entries = [(limit, g) for limit, g in plan.weight_gemm if not g.warp_specialized]
+    copies = dataclasses.replace(plan, stage4_reads_fp32_from=configs.ANY_TOKENS,
+                                 weight_gemm=(*triton_entries[:-1], (configs.ANY_TOKENS, triton_entries[-1][1])))
+    for tokens in (1, 2048, 2049, 2984, 3602, 4096):
+        dims = Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu"))
+        ours, v27 = describe_call(dims, plan), describe_call(dims, copies)
+        assert (ours.launches, ours.workspaces, ours.offsets) == (v27.launches, v27.workspaces, v27.offsets), tokens
+
+
+def test_malformed_warp_specialized_stage4_entry_is_refused():
+    """A Gluon stage-4 entry whose tiles the kernel does not take is a plan error, not a silent
+    fallback to the copies; nor is a plan without a Triton entry to fall back to."""
+    plan = configs.PLANS["sm_90"]
+    wide = dataclasses.replace(WARP_SPECIALIZED_STAGE4, block_m=256)
+    bad = dataclasses.replace(plan, weight_gemm=(*plan.weight_gemm[:-1], (configs.ANY_TOKENS, wide)))
+    with pytest.raises(ValueError, match="plan.weight_gemm"):
+        describe_call(Dims(tokens=8192, hidden=512, intermediate=2048, device=torch.device("cpu")), bad)
+    only_gluon = dataclasses.replace(plan, stage4_reads_fp32_from=0,
+                                     weight_gemm=((configs.ANY_TOKENS, WARP_SPECIALIZED_STAGE4),))
+    with pytest.raises(ValueError, match="no Triton entry"):
+        describe_call(Dims(tokens=8192, hidden=640, intermediate=2048, device=torch.device("cpu")), only_gluon)
 
 
 @pytest.mark.gpu

@@ -94,7 +94,7 @@ def _warp_specialized(from_tokens: int = 2049, **changes):
 def _stage4_warp_specialized(from_tokens: int, **changes):
     """Hopper's Gluon stage 4 on the fp32 inputs (the plan's last weight_gemm entry, with `changes`)
     from `from_tokens` on, the fp16 copies and the Triton kernel below (from_tokens = ANY_TOKENS:
-    v28's layout, the copies at every size)."""
+    v27's layout, the copies at every size)."""
     def variant(plan: configs.LaunchPlan) -> configs.LaunchPlan:
         on_copies = plan.weight_gemm[-2][1]
         kept = tuple((limit, g) for limit, g in plan.weight_gemm[:-2])
