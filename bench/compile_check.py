@@ -61,7 +61,7 @@ TARGETS = {
     "sm_100": Target(100, 32, 227 * 1024, "tcgen05.mma"),
 }
 GEMM_KERNELS = {"gelu_backward_gemm_kernel", "gelu_backward_persistent_kernel", "gelu_backward_ws_kernel",
-                "input_grad_gemm_kernel", "weight_grad_kernel", "weight_grad_fp32_kernel"}
+                "input_grad_gemm_kernel", "weight_grad_kernel", "weight_grad_fp32_kernel", "weight_grad_ws_kernel"}
 _TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.int32: "*i32"}
 
 
@@ -151,8 +151,9 @@ def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
     # the other entries of the by-token tables: stage 1's launch and chunks, stages 2's and 3's tiles
     sizes += [n for table in (plan.layernorm, plan.fp16_chunk, plan.gelu_gemm, plan.input_gemm) for limit, _ in table[:-1]
               for n in (limit + 16 - limit % 16, limit + 1)]
-    # stage 4 on the fp32 inputs from stage4_reads_fp32_from tokens (weight_grad_fp32_kernel, stage 1
-    # without the copies: a multiple of 16 from there on, and one not); one token fewer on the copies
+    # stage 4 on the fp32 inputs from stage4_reads_fp32_from tokens (weight_grad_fp32_kernel, on sm_90
+    # weight_grad_ws_kernel; stage 1 without the copies: a multiple of 16 from there on, and one
+    # not); one token fewer on the copies
     threshold = plan.stage4_reads_fp32_from
     if 0 < threshold < configs.ANY_TOKENS:
         sizes += [threshold - 1, threshold + (-threshold) % 16, threshold + 1]

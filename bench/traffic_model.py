@@ -13,7 +13,8 @@ efficiency of stages 1 and 2. Tensor names are those of solution/launches.py (th
 tensors and the workspaces); stage keys are the kernel names the CUPTI records use. The model is
 written independently of that launch description; tests/test_traffic_model.py checks the two agree.
 The model follows the plan's two layouts: from LaunchPlan.stage4_reads_fp32_from tokens on, stage 4
-(weight_grad_fp32_kernel) reads the fp32 gelu_output and hidden_states; below, stage 1 writes fp16
+(weight_grad_fp32_kernel, or on Hopper weight_grad_ws_kernel with its token halves' partial weight
+gradients) reads the fp32 gelu_output and hidden_states; below, stage 1 writes fp16
 copies of both (gelu_output's in a launch of its own beside stage 3 where LaunchPlan.gelu_copy_beside_stage3
 says so, fp16_copy_kernel) and stage 4 (weight_grad_kernel) reads those. The stored measurements ran the copies
 at every token count, gelu_output's made in stage 2 from some size on (Fp16Copies), which the model
@@ -51,8 +52,9 @@ GELU_WS = "gelu_backward_ws_kernel"  # stage 2, warp-specialized (Hopper beyond 
 INPUT_GRAD = "input_grad_gemm_kernel"
 WEIGHT_GRAD = "weight_grad_kernel"  # stage 4 on fp16 copies of gelu_output and hidden_states
 WEIGHT_GRAD_FP32 = "weight_grad_fp32_kernel"  # stage 4 on the fp32 inputs
+WEIGHT_WS = "weight_grad_ws_kernel"  # stage 4 on the fp32 inputs, warp-specialized (Hopper from 4097 tokens)
 COLUMN_SUMS = "column_sums_kernel"  # the bias and LayerNorm column sums, beside stages 3 and 4 (v24 on)
-FP16_COPY = "fp16_copy_kernel"  # gelu_output's fp16 copy beside stage 3 (Hopper beyond 2048 tokens, v26 on)
+FP16_COPY = "fp16_copy_kernel"  # gelu_output's fp16 copy beside stage 3 (Hopper beyond 2048 tokens from v26, to 4096 in v30)
 
 # Stage 1's tensors that its LayerNorm row programs move (the rest: the fp16 chunk programs)
 LAYERNORM_ROW_TENSORS = frozenset({"grad_output", "normalized", "var", "ln_weight", "hidden_states", "grad_residual",
@@ -66,7 +68,7 @@ class Fp16Copies:
     tokens on where stage 2 is persistent, stage 2's epilogue did), and stage 4 read those copies
     (LaunchPlan.round_gelu_in_stage2_from of that time). Today's plans have the copies below
     stage4_reads_fp32_from tokens only, made in stage 1, or gelu_output's in its own launch beside
-    stage 3 (gelu_beside_stage3: sm_90 beyond 2048 tokens)."""
+    stage 3 (gelu_beside_stage3: sm_90 from 2049 tokens to its plan's stage4_reads_fp32_from)."""
 
     gelu_in_stage2_from: int
     gelu_beside_stage3: bool = False  # gelu_output's copy its own launch beside stage 3 (v26 on, Hopper)
@@ -120,15 +122,23 @@ def stage2_kernel(tokens: int, plan: LaunchPlan) -> str:
     return GELU_WS if g.warp_specialized else GELU_PERSISTENT if g.programs_per_sm > 0 else GELU_TILE
 
 
-def split_k_workspaces(M: int, plan: LaunchPlan) -> tuple[dict, dict]:
+def arrival_counters(M: int, plan: LaunchPlan, ws_stage4: bool) -> tuple[int, int]:
+    """Where stage 3 splits K, one counter a tile; where the warp-specialized stage 4 runs, one a
+    tile half (an MMA warpgroup's rows) of its 2 x (H I / (block_m block_n)) tiles: (stage 3's,
+    stage 4's), in one int32 workspace, zeroed by stage 1."""
+    g3, g4 = for_tokens(plan.input_gemm, M), for_tokens(plan.weight_gemm, M)
+    stage3 = math.ceil(M / g3.block_m) * (H // g3.block_n) if g3.splits > 1 else 0
+    return stage3, 2 * (H * I // (g4.block_m * g4.block_n)) * 2 if ws_stage4 else 0
+
+
+def split_k_partials(M: int, plan: LaunchPlan) -> dict:
     """Where stage 3 splits K: its partial tiles (each written once, read back once by the tile's
-    last program) and arrival counters (zeroed by stage 1, counted up by stage 3), by name; else
-    nothing: (partials, counters)."""
+    last program), by name; else nothing."""
     g = for_tokens(plan.input_gemm, M)
     if g.splits == 1:
-        return {}, {}
+        return {}
     tiles = math.ceil(M / g.block_m) * (H // g.block_n)
-    return {"input_partials": fp32(tiles, g.splits, g.block_m, g.block_n)}, {"input_arrivals": tensor("int32", tiles)}
+    return {"input_partials": fp32(tiles, g.splits, g.block_m, g.block_n)}
 
 
 def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = None) -> dict[str, dict]:
@@ -136,10 +146,15 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
     launch order; with `copies`, of the earlier layout (fp16 copies at every token count) that
     measured the efficiencies below."""
     M = tokens
+    if copies is None and M < plan.stage4_reads_fp32_from:
+        copies = COPIES_BESIDE_STAGE3 if gelu_copy_programs_per_sm(M, plan) else COPIES_IN_STAGE1
+    ws_stage4 = copies is None and for_tokens(plan.weight_gemm, M).warp_specialized
     g2 = for_tokens(plan.gelu_gemm, M)
     bias_partials = fp32(math.ceil(M / g2.block_m), I)
     ln_partials = fp32(layernorm_programs(M, plan), 3, H)
-    split_partials, arrivals = split_k_workspaces(M, plan)
+    split_partials = split_k_partials(M, plan)
+    counters3, counters4 = arrival_counters(M, plan, ws_stage4)
+    arrivals = {"arrivals": tensor("int32", counters3 + counters4)} if counters3 + counters4 else {}
     layernorm = traffic(
         {"grad_output": fp32(M, H), "normalized": fp32(M, H), "var": fp32(M), "ln_weight": fp32(H),
          "fc1_weight": fp32(I, H), "fc2_weight": fp32(H, I)},
@@ -149,23 +164,28 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
         {"grad_residual_f16": fp16(M, H), "fc2_weight_f16": fp16(H, I), "fc1_output": fp32(M, I)},
         {"grad_fc1_output": fp16(M, I), "bias_partials": bias_partials},
         gemm_flops(M, I, H))
+    input_counters = arrivals if counters3 else {}  # the one workspace (its first counters3)
     input_grad = traffic(
         {"grad_fc1_output": fp16(M, I), "fc1_weight_f16": fp16(I, H), "grad_residual": fp32(M, H),
-         **split_partials, **arrivals},
-        {"grad_hidden_states": fp32(M, H), **split_partials, **arrivals},
+         **split_partials, **input_counters},
+        {"grad_hidden_states": fp32(M, H), **split_partials, **input_counters},
         gemm_flops(M, H, I))
+    # the warp-specialized stage 4: each token half's partial weight gradients written (2 x 2 H I
+    # fp32), the other half's read back by the second of a tile half's warpgroups (2 H I), its counters
+    weight_ws = {}
+    if counters4:
+        weight_ws = {"weight_partials": fp32(2, 2 * H * I), **arrivals}  # the one workspace (its last counters4)
     weight_grad = traffic(
         {"gelu_output": fp32(M, I), "hidden_states": fp32(M, H), "grad_residual_f16": fp16(M, H),
-         "grad_fc1_output": fp16(M, I)},
-        {"grad_fc2_weight": fp32(H, I), "grad_fc1_weight": fp32(I, H)},
+         "grad_fc1_output": fp16(M, I), **({"weight_partials": fp32(2 * H * I), "arrivals": weight_ws["arrivals"]}
+                                           if weight_ws else {})},
+        {"grad_fc2_weight": fp32(H, I), "grad_fc1_weight": fp32(I, H), **weight_ws},
         gemm_flops(H, I, M) + gemm_flops(I, H, M))
     column_sums = traffic(
         {"ln_partials": ln_partials, "bias_partials": bias_partials},
         {"grad_ln_weight": fp32(H), "grad_ln_bias": fp32(H), "grad_fc2_bias": fp32(H), "grad_fc1_bias": fp32(I)})
     stages = {LAYERNORM: layernorm, stage2_kernel(M, plan): gelu_backward, INPUT_GRAD: input_grad,
-              WEIGHT_GRAD_FP32: weight_grad, COLUMN_SUMS: column_sums}
-    if copies is None and M < plan.stage4_reads_fp32_from:
-        copies = COPIES_BESIDE_STAGE3 if gelu_copy_programs_per_sm(M, plan) else COPIES_IN_STAGE1
+              WEIGHT_WS if ws_stage4 else WEIGHT_GRAD_FP32: weight_grad, COLUMN_SUMS: column_sums}
     return with_fp16_copies(stages, tokens, plan, copies) if copies else stages
 
 
@@ -269,6 +289,12 @@ EFFICIENCY = {
 STAGE4_FP32_PROTOTYPE_TFLOPS = EFFICIENCY[WEIGHT_GRAD].tflops * 763.4 / 1159.2
 EFFICIENCY[WEIGHT_GRAD_FP32] = Efficiency(3.57, STAGE4_FP32_PROTOTYPE_TFLOPS,
                                           "isolated prototype's rate, not measured in the pipeline")
+# Stage 4 warp-specialized on the fp32 inputs (weight_grad_ws.py): 0.550 TFLOP in 909 us in the call
+# at 131072 tokens (results/solutions_ab_b717f27.json, per-kernel medians 907-912; 858.6 alone,
+# results/stage4_warp_specialized_b717f27.json). Predicted before that from shared-memory bytes a
+# step (the fp32 tile read into registers adds 16 KB to the copies kernel's 64): that kernel's rate
+# x 64 / 80, 578 TFLOP/s
+EFFICIENCY[WEIGHT_WS] = Efficiency(3.57, 605.0, "in the call, 131072 tokens")
 # The column sums (a few MB at most, 7 programs) run beside stages 3 and 4 and are left out of the
 # call (call_ms); not measured alone: stage 1's rate stands in for theirs
 EFFICIENCY[COLUMN_SUMS] = Efficiency(3.57, 0.0, "not measured: stage 1's rate (beside stages 3 and 4)")
@@ -298,7 +324,8 @@ def gemm_tiles(kernel: str, tokens: int, plan: LaunchPlan) -> int:
         g = for_tokens(plan.input_gemm, tokens)
         return math.ceil(tokens / g.block_m) * (H // g.block_n)
     g = for_tokens(plan.weight_gemm, tokens)
-    return 2 * (H // g.block_m) * (I // g.block_n)
+    splits = 2 if kernel == WEIGHT_WS else 1  # the warp-specialized kernel's programs: 2 token halves a tile
+    return 2 * (H // g.block_m) * (I // g.block_n) * splits
 
 
 def wave_factor(tiles: int, sms: int = SMS) -> float:
@@ -339,7 +366,7 @@ def call_ms(predicted: dict[str, dict], tokens: int, plan: LaunchPlan) -> float:
     and stage 3 beside gelu_output's copy where that is its own launch (the longer of the two, the
     copy's rate being that of the shared phase); the column sums beside them, left out."""
     ms = {kernel: p["ms"] for kernel, p in predicted.items() if kernel != COLUMN_SUMS}
-    stage4 = next((ms[k] for k in (WEIGHT_GRAD, WEIGHT_GRAD_FP32) if k in ms), None)
+    stage4 = next((ms[k] for k in (WEIGHT_GRAD, WEIGHT_GRAD_FP32, WEIGHT_WS) if k in ms), None)
     if tokens <= plan.overlap_stages_3_4_up_to and INPUT_GRAD in ms and stage4 is not None:
         return sum(ms.values()) - min(ms[INPUT_GRAD], stage4)
     if FP16_COPY in ms and INPUT_GRAD in ms:
@@ -386,7 +413,11 @@ def leads(tokens: int, plan: LaunchPlan) -> list[tuple[str, float, int]]:
     layout (fp16 copies) first. Stages in order (the leads concern 2984 tokens and more, where the
     plan runs them so); every lead but main's with stage 4 on the fp32 inputs, whatever the plan's
     threshold."""
-    plan = dataclasses.replace(plan, stage4_reads_fp32_from=0)
+    # stage 4 on the fp32 inputs in Triton's kernel (the leads predate the Gluon one): the plan's
+    # last entry on the copies, at every size
+    on_copies = [(limit, g) for limit, g in plan.weight_gemm if not g.warp_specialized]
+    plan = dataclasses.replace(plan, stage4_reads_fp32_from=0,
+                               weight_gemm=(*on_copies[:-1], (configs.ANY_TOKENS, on_copies[-1][1])))
     stages = stage_traffic(tokens, plan)
     today = predict(tokens, plan)
 

@@ -34,8 +34,10 @@ class GemmConfig:
     # Stage 3 only: programs an output tile, each contracting I / splits of K (a whole number of
     # block_k steps); the last to finish adds the partials in split order (input_grad_gemm.py)
     splits: int = 1
-    # Stage 2 only, Hopper only: the warp-specialized kernel (gelu_backward_ws.py: one program an SM,
-    # 64-row tiles, num_stages operand buffers; num_warps and programs_per_sm do not apply)
+    # Hopper only, stages 2 and 4: the warp-specialized Gluon kernels. Stage 2 (gelu_backward_ws.py):
+    # one program an SM, 64-row tiles, num_stages operand buffers. Stage 4 where it reads the fp32
+    # inputs (weight_grad_ws.py): block_m (128, the fp32 side) x block_n (the fp16 side) tiles,
+    # block_k tokens a step, num_stages buffers, no group_m. num_warps and programs_per_sm do not apply
     warp_specialized: bool = False
 
 
@@ -118,8 +120,8 @@ _HOPPER = LaunchPlan(
     # copies, beside stage 3), summing the LayerNorm partial rows of 2-4x more programs, takes up to
     # 27.7 us instead of 16.5. So this bound lies between 613 and 1163 tokens.
     # From 2049 tokens 2 rows on 2 warps, where stage 4 reads the fp32 inputs after stage 3
-    # (stage4_reads_fp32_from; sm_100's plan: sm_90's, with the copies, runs 4 rows to 4096 tokens,
-    # _HOPPER_SHARED_OPERANDS below): 2984 tokens 86.0 vs 89.0 us (stage 1 12 vs 17), 3602: 99.8 vs 103.8,
+    # (stage4_reads_fp32_from; measured in sm_100's layout, which candidate v30 gives sm_90 from 4097
+    # tokens; sm_90's plan with the copies ran 8 rows on 4 warps to 2048 tokens, _SM90 below): 2984 tokens 86.0 vs 89.0 us (stage 1 12 vs 17), 3602: 99.8 vs 103.8,
     # 7184: 180.3 vs 183.5, 17312: 415.5 vs 421.3 (one run each,
     # results/mid_tokens_layernorm_deaf714.json); 131072: 2870 vs 2924 us, 69568: 1531 vs 1565 (3
     # interleaved rounds, each variant's within 22 us, results/large_layernorm_ab_2e0e05e.json; 1 row
@@ -229,7 +231,7 @@ _HOPPER = LaunchPlan(
     # 191.5, 11384: 301.2 vs 299.0, 131072: 3117 vs 3103; the same configuration varied by 70 us
     # between runs there).
     overlap_stages_3_4_up_to=2048,
-    # Stage 4 on the fp32 inputs (not on sm_90: _HOPPER_SHARED_OPERANDS below) vs on stage 1's fp16
+    # Stage 4 on the fp32 inputs (on sm_90 in Gluon instead: _SM90 below) vs on stage 1's fp16
     # copies (official timer, 2 interleaved rounds, us a call, copies -> fp32, the whole-branch A/B;
     # results/stage4_fp32_operands_ab_446f215.json):
     # 2984 tokens 94.0 -> 89.0, 7184: 192.2 -> 182.8, 17312: 423.5 -> 415.3, 131072: 2976
@@ -252,14 +254,14 @@ _HOPPER = LaunchPlan(
     gelu_copy=CopyConfig(block=8192, warps=4),
 )
 
-# Hopper (sm_90) runs no MMA with an operand in registers. In weight_grad_fp32_kernel the rounded
+# Hopper (sm_90) runs no Triton MMA with an operand in registers. In weight_grad_fp32_kernel the rounded
 # fp32 tile is wgmma's A operand in registers, and Triton 3.6 pipelines that MMA with 3 wgmma groups
 # still in flight at the end of a loop iteration while the next iteration loads its A fragments into
 # the same registers (sm_90 SASS: WARPGROUP.DEPBAR.LE gsb0, 0x3, then LDS into the HGMMA A
 # registers): undefined in the PTX ISA (wgmma.wait_group), upstream triton-lang/triton#9433. Other
 # tiles of that kernel gave NaN/Inf on the H200 (results/plan_sweeps_bf5f75e.json,
 # results/stage4_fp32_6caa1d8.json); the tile above passed every check there, but is not race-free
-# by construction. So on sm_90 stage 4 reads stage 1's fp16 copies at every size (weight_grad_kernel:
+# by construction. So on sm_90 Triton's stage 4 reads stage 1's fp16 copies (weight_grad_kernel:
 # both operands in shared memory), with stage 1 from 1025 tokens as measured with the copies (8 rows on
 # 4 warps to 2048 tokens, 2 rows on 2 warps beyond: below). From 2049
 # tokens v21's plan was v18's configuration (results/eval_446f215.json), except that from 16384
@@ -270,7 +272,9 @@ _HOPPER = LaunchPlan(
 # (evaluator, results/eval_39589b2.json): geomean 141.1 us, as predicted (~141.2); v20 read 135.4.
 # The race-free alternative, the rounded tile as wgmma's B operand, lost at every size
 # (results/stage4_operand_b_ab_39589b2.json). bench/compile_check.py fails on a register-operand MMA
-# pipelined this way.
+# pipelined this way. Candidate v30 (_SM90 below): from 4097 tokens stage 4 on the fp32 inputs in
+# Gluon (weight_grad_ws.py), each MMA waited for before its registers are reloaded; up to 4096 tokens
+# the copies.
 # Stage 1 beyond 2048 tokens, with the copies (official-style timer, 3 interleaved rounds, us;
 # results/hopper_layernorm_ab_bcb6f92.json): 8 rows on 4 warps vs 2 rows on 2 warps vs 1 row on 4
 # warps: 2984 tokens 93.2 / 96.7 / 98.5; 7184: 191.6 / 187.3 / 191.8; 17312: 431.1 / 423.4 / 434.4;
@@ -293,9 +297,22 @@ _HOPPER = LaunchPlan(
 # tokens 89.2 vs 91.6 us, 3092: 91.2 vs 94.0, 3602: 105.5 vs 109.8; the column sums in their own
 # launch alone (4 rows x2 kept) moved no workload by more than 0.3 us up to 7184 tokens. With the
 # shipped sums (results/solutions_ab_ef24336.json): 2984 89.9 vs 92.6, 3602 107.3 vs 110.6.
-_HOPPER_SHARED_OPERANDS = replace(
+_SM90 = replace(
     _HOPPER,
-    stage4_reads_fp32_from=ANY_TOKENS,
+    # CANDIDATE v30 (session 21), its A/B against v27 pending: from 4097 tokens stage 4 reads the
+    # fp32 gelu_output and hidden_states (weight_grad_ws.py: tiles of 128 rows of the fp32 side by
+    # 256 of the fp16 side, GemmConfig's block_m x block_n; the tokens in two halves, 64-token
+    # steps, 3 stages; 192 KiB, 168 registers, no spills on sm_90), so stage 1 makes no
+    # hidden_states copy and no gelu_output copy runs beside stage 3. On v28's stage 2 against the
+    # copies (results/solutions_ab_b717f27.json, 3 interleaved rounds, us): 131072 tokens 2681-2685
+    # vs 2845-2850 (stage 1 314 vs 388, stage 3 alone 487 vs 727 beside the copy, stage 4 909 vs
+    # 760), 17312: 394.6-395.6 vs 407.6-408.2, 7184: 178.4-178.8 vs 184.4-184.9; at 2984 it lost
+    # (90.9-91.0 vs 88.5-88.8), so up to 4096 tokens the copies stay. Alone, 858.6 us at 131072
+    # tokens against 753.8 on the copies (results/stage4_warp_specialized_b717f27.json).
+    stage4_reads_fp32_from=4097,
+    weight_gemm=(*_HOPPER.weight_gemm[:-1], (4096, _HOPPER.weight_gemm[-1][1]),
+                 (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=4, num_stages=3,
+                                         warp_specialized=True))),
     # Beyond 2048 tokens gelu_output's fp16 copy beside stage 3, not in stage 1 (which then moves 2.0
     # instead of 3.6 GB at 131072 tokens: 389 vs 745 us), one program an SM up to 32768 tokens, two
     # beyond. Against v25 (the copy in stage 1; official-style timer, 3 interleaved rounds, us;
@@ -327,7 +344,7 @@ _HOPPER_SHARED_OPERANDS = replace(
 # Read-only: a sweep or a test builds its own plan (dataclasses.replace) and passes it to
 # ffn_backward.run_with_plan.
 PLANS = MappingProxyType({
-    "sm_90": _HOPPER_SHARED_OPERANDS,  # H200 / H100: tuned there (_HOPPER), without register operands
+    "sm_90": _SM90,  # H200 / H100: tuned there (_HOPPER), with its Gluon stages 2 and 4
     # B200 (the leaderboard): not measured; Hopper's plan with stage 4 on the fp32 inputs from 2048
     # tokens. There the rounded tile goes to tensor memory and each MMA waits for the one before to
     # finish with it (compiled for sm_100 by bench/compile_check.py): not the hazard above.

@@ -20,7 +20,7 @@ Backward, in four stages and the column sums (M = tokens, H = 512, I = 2048):
                             rounded to fp16 in the tiles)
     column_sums:            grad_ln_weight, grad_ln_bias, grad_fc2_bias and grad_fc1_bias from the
                             partial sums of stages 1 and 2
-    fp16_copy:              where the plan says so (Hopper beyond 2048 tokens), gelu_output's fp16
+    fp16_copy:              where the plan says so (Hopper, 2049-4096 tokens), gelu_output's fp16
                             copy for stage 4 as its own launch beside stage 3 instead of in stage 1
 Inputs are never written; `residual_output` is not needed (the LayerNorm backward uses `normalized`).
 

@@ -6,8 +6,8 @@ so one description serves every call of that shape: the Triton interpreter resol
 (`resolve`), the CUDA graph to addresses written into the kernels' parameter blocks (graph.py).
 
 Workspaces (intermediates) are carved out of one allocation per call, each at a 256-byte boundary
-(TMA needs 16). Their contents are garbage at the start of a call: where stage 3 splits K, its
-arrival counters are zeroed by stage 1 of the same call.
+(TMA needs 16). Their contents are garbage at the start of a call: the arrival counters (stage 3
+split over K; the warp-specialized stage 4's token halves) are zeroed by stage 1 of the same call.
 """
 
 from __future__ import annotations
@@ -31,6 +31,13 @@ from .gelu_backward_ws import gelu_backward_ws_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
 from .weight_grad_gemm import weight_grad_fp32_kernel, weight_grad_kernel, weight_grad_programs
+from .weight_grad_ws import KERNEL_REGISTERS as WEIGHT_WS_KERNEL_REGISTERS
+from .weight_grad_ws import arrival_counters as weight_ws_arrival_counters
+from .weight_grad_ws import fits as weight_ws_fits
+from .weight_grad_ws import programs as weight_ws_programs
+from .weight_grad_ws import supports as weight_ws_supports
+from .weight_grad_ws import SPLITS as WEIGHT_WS_SPLITS
+from .weight_grad_ws import weight_grad_ws_kernel
 
 WORKSPACE_ALIGNMENT = 256  # bytes
 _GLUON_TYPES = {torch.float16: gl.float16, torch.float32: gl.float32}
@@ -140,6 +147,17 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     chunk = for_tokens(plan.fp16_chunk, M)
     # else fp16 copies of hidden_states and gelu_output: stage 1 makes them, or gelu_output's the copy launch
     fp32_stage4 = M >= plan.stage4_reads_fp32_from
+    if g4.warp_specialized and not weight_ws_supports(g4.block_m, g4.block_n):
+        raise ValueError(f"plan.weight_gemm: the warp-specialized stage 4 takes 128 x (at most 256) tiles, not {g4}")
+    if fp32_stage4 and g4.warp_specialized and not weight_ws_fits(H, I, g4.block_m, g4.block_n):
+        # the warp-specialized kernel's tiles must divide both weights (always so through ffn_backward,
+        # whose H and I are powers of two from 256 on); otherwise the copies, made in stage 1, and the
+        # plan's last Triton stage-4 configuration (untuned there)
+        triton_entries = [g for _, g in plan.weight_gemm if not g.warp_specialized]
+        if not triton_entries:
+            raise ValueError(f"plan.weight_gemm: no Triton entry for H={H}, I={I}, which its Gluon tiles do not divide")
+        fp32_stage4, g4 = False, triton_entries[-1]
+    ws_stage4 = fp32_stage4 and g4.warp_specialized
     stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
     gelu_copy_programs = gelu_copy_programs_per_sm(M, plan) * sms
     gelu_copy_apart = gelu_copy_programs > 0
@@ -167,15 +185,18 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     grad_fc1_output = Buffer("grad_fc1_output", f16, (M, I))
     ln_partials = Buffer("ln_partials", f32, (row_programs, 3, H))
     bias_partials = Buffer("bias_partials", f32, (bias_partial_rows, I))
-    # stage 3 split over K (g3.splits programs a tile): its partial tiles and arrival counters
+    # stage 3 split over K (g3.splits programs a tile): its partial tiles; the warp-specialized
+    # stage 4: its token halves' partial weight gradients. The arrival counters of both (stage 3's
+    # first), zeroed by stage 1
     tiles3 = triton.cdiv(M, g3.block_m) * (H // g3.block_n)
-    input_partials = input_arrivals = None
-    if g3.splits > 1:
-        input_partials = Buffer("input_partials", f32, (tiles3, g3.splits, g3.block_m, g3.block_n))
-        input_arrivals = Buffer("input_arrivals", torch.int32, (tiles3,))
+    input_partials = Buffer("input_partials", f32, (tiles3, g3.splits, g3.block_m, g3.block_n)) if g3.splits > 1 else None
+    weight_partials = Buffer("weight_partials", f32, (WEIGHT_WS_SPLITS.value, 2 * H * I)) if ws_stage4 else None
+    counters3 = tiles3 if g3.splits > 1 else 0
+    counters = counters3 + (weight_ws_arrival_counters(H, I, g4.block_m, g4.block_n) if ws_stage4 else 0)
+    arrivals = Buffer("arrivals", torch.int32, (counters,)) if counters else None
     workspaces = tuple(w for w in (grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16,
                                    fc1_weight_f16, fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials,
-                                   input_partials, input_arrivals)
+                                   input_partials, weight_partials, arrivals)
                        if w is not None)
 
     copy_gelu_in_stage1 = not fp32_stage4 and not gelu_copy_apart
@@ -184,7 +205,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 else hidden_states,
          gelu_output if copy_gelu_in_stage1 else None, fc1_weight, fc2_weight, grad_residual, grad_residual_f16,
          hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None, fc1_weight_f16, fc2_weight_f16,
-         ln_partials, input_arrivals, M, row_programs, tiles3 if input_arrivals is not None else None),
+         ln_partials, arrivals, M, row_programs, counters or None),
         dict(H=H, I=I, BLOCK_M=ln.block_m, CHUNK=chunk, COPY_HIDDEN=not fp32_stage4, COPY_GELU=copy_gelu_in_stage1),
         dict(num_warps=ln.warps), after=())
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
@@ -211,24 +232,36 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     stage3 = Launch(
         input_grad_gemm_kernel, tiles3 * g3.splits,
         (Tiles(grad_fc1_output, (g3.block_m, g3.block_k)), Tiles(fc1_weight_f16, (g3.block_k, g3.block_n)),
-         Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, input_partials, input_arrivals, M),
+         Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, input_partials,
+         arrivals if counters3 else None, M),
         dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m, SPLITS=g3.splits), _gemm_options(g3), after=(1,))
     # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
-    if fp32_stage4:  # the caller's fp32 gelu_output and hidden_states as A operands (block_m: their side)
-        kernel4 = weight_grad_fp32_kernel
-        gemm_operands4 = (
-            Tiles(gelu_output, (g4.block_k, g4.block_m)), Tiles(hidden_states, (g4.block_k, g4.block_m)),
-            Tiles(grad_residual_f16, (g4.block_k, g4.block_n)), Tiles(grad_fc1_output, (g4.block_k, g4.block_n)))
-    else:  # the fp16 copies (stage 1's; gelu_output's from the copy launch where there is one)
-        kernel4 = weight_grad_kernel
-        gemm_operands4 = (
-            Tiles(grad_residual_f16, (g4.block_k, g4.block_m)), Tiles(gelu_output_f16, (g4.block_k, g4.block_n)),
-            Tiles(grad_fc1_output, (g4.block_k, g4.block_m)), Tiles(hidden_states_f16, (g4.block_k, g4.block_n)))
-    stage4 = Launch(
-        kernel4, weight_grad_programs(H, I, g4.block_m, g4.block_n),
-        (*gemm_operands4, grad_fc2_weight, grad_fc1_weight, M),
-        dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k),
-        _gemm_options(g4), after=(1,) if stages_3_4_overlap else (3, 2) if gelu_copy_apart else (2,))
+    stage4_after = (1,) if stages_3_4_overlap else (3, 2) if gelu_copy_apart else (2,)
+    if ws_stage4:  # Hopper: the caller's fp32 gelu_output and hidden_states in the MMA warpgroups' registers
+        half_q = g4.block_m // 2  # the fp32 tiles' halves, one an MMA warpgroup
+        stage4 = Launch(
+            weight_grad_ws_kernel, weight_ws_programs(H, I, g4.block_m, g4.block_n),
+            (Tiles(grad_residual_f16, (g4.block_k, g4.block_n), gluon=True),
+             Tiles(gelu_output, (g4.block_k, half_q), gluon=True),
+             Tiles(grad_fc1_output, (g4.block_k, g4.block_n), gluon=True),
+             Tiles(hidden_states, (g4.block_k, half_q), gluon=True),
+             weight_partials, arrivals, counters3, grad_fc2_weight, grad_fc1_weight, M),
+            dict(H=H, I=I, STAGES=g4.num_stages), dict(num_warps=4, maxnreg=WEIGHT_WS_KERNEL_REGISTERS),
+            after=stage4_after)
+    else:
+        if fp32_stage4:  # the caller's fp32 gelu_output and hidden_states as A operands (block_m: their side)
+            kernel4, gemm_operands4 = weight_grad_fp32_kernel, (
+                Tiles(gelu_output, (g4.block_k, g4.block_m)), Tiles(hidden_states, (g4.block_k, g4.block_m)),
+                Tiles(grad_residual_f16, (g4.block_k, g4.block_n)), Tiles(grad_fc1_output, (g4.block_k, g4.block_n)))
+        else:  # the fp16 copies (stage 1's; gelu_output's from the copy launch where there is one)
+            kernel4, gemm_operands4 = weight_grad_kernel, (
+                Tiles(grad_residual_f16, (g4.block_k, g4.block_m)), Tiles(gelu_output_f16, (g4.block_k, g4.block_n)),
+                Tiles(grad_fc1_output, (g4.block_k, g4.block_m)), Tiles(hidden_states_f16, (g4.block_k, g4.block_n)))
+        stage4 = Launch(
+            kernel4, weight_grad_programs(H, I, g4.block_m, g4.block_n),
+            (*gemm_operands4, grad_fc2_weight, grad_fc1_weight, M),
+            dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k),
+            _gemm_options(g4), after=stage4_after)
     # the column sums need stages 1 and 2 only: beside stages 3 and 4
     column_sums = Launch(
         column_sums_kernel, column_sum_programs(H, I, plan.column_sums.cols),

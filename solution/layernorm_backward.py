@@ -20,7 +20,7 @@ contracts over tokens: `hidden_states` in the row programs, alongside the LayerN
 (COPY_HIDDEN), and `gelu_output` in further flat chunks (COPY_GELU; unless the plan makes that copy
 beside stage 3, fp16_copy.py). From that threshold on stage 4 reads both fp32 inputs as they are and
 rounds them in its tiles. Where stage 3 splits its K
-loop, the launch also zeroes stage 3's arrival counters.
+loop or the Gluon stage 4 runs, the launch also zeroes their arrival counters.
 """
 
 import triton
@@ -108,10 +108,10 @@ def layernorm_backward_kernel(
     grad_output, normalized, var, ln_weight, eps, hidden_states, gelu_output, fc1_weight, fc2_weight,
     grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16,
     partials,  # out (row_programs, 3, H) fp32
-    arrivals,  # out (arrival_count,) int32: stage 3's arrival counters, where it splits K (else None)
+    arrivals,  # out (arrival_count,) int32: the arrival counters (stage 3 split over K, the Gluon stage 4), or None
     M,
     row_programs,
-    arrival_count,  # where stage 3 splits K (else None)
+    arrival_count,  # where there are counters (else None)
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -120,8 +120,9 @@ def layernorm_backward_kernel(
     COPY_GELU: tl.constexpr,  # also write gelu_output_f16 (else None: not needed, or made beside stage 3)
 ):
     """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16. Where stage 3
-    splits K, program p also zeroes its arrival counters p, p + programs, ... (input_grad_gemm.py):
-    every call, as the workspace comes uninitialized."""
+    splits K (input_grad_gemm.py) or the Gluon stage 4 runs (weight_grad_ws.py), program p also
+    zeroes the arrival counters p, p + programs, ...: every call, as the workspace comes
+    uninitialized."""
     pid = tl.program_id(0)
     if arrivals is not None:
         for tile in range(pid, arrival_count, tl.num_programs(0)):

@@ -233,3 +233,19 @@ def test_experiments_argument_types():
     with pytest.raises(SystemExit):
         parser.parse_args(["0"])
     assert description("One sentence\nover two lines.\n\nMore.") == "One sentence over two lines."
+
+
+def test_ab_solutions_variants_are_plans_the_solution_takes():
+    """Every plan variant of bench/experiments/ab_solutions.py, on sm_90's plan (the one it runs on),
+    describes a call at token counts on both sides of the plans' bounds: a variant that builds a
+    plan the launches refuse would fail only on the GPU machine, after its first call."""
+    from bench.experiments.ab_solutions import VARIANTS
+    from solution import configs
+    from solution.arguments import Dims
+    from solution.launches import describe_call
+
+    for name, variant in VARIANTS.items():
+        plan = variant(configs.PLANS["sm_90"])
+        for tokens in (128, 1163, 2984, 4096, 4097, 17312):
+            call = describe_call(Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
+            assert call.launches, (name, tokens)

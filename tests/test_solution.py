@@ -61,8 +61,9 @@ def device_plan(device: torch.device, **changes) -> configs.LaunchPlan:
 
 
 def skip_on_hopper_gpu(device: torch.device) -> None:
-    """Stage 4 on the fp32 inputs is not launched on sm_90: its register-operand MMA may race there
-    (solution/configs.py). Its tests run in the interpreter, and on GPUs that launch it."""
+    """Triton's stage 4 on the fp32 inputs (weight_grad_fp32_kernel) is not launched on sm_90: its
+    register-operand MMA may race there (solution/configs.py; sm_90 runs the Gluon kernel instead).
+    Its tests run in the interpreter, and on GPUs that launch it."""
     if configs.architecture(device) == "sm_90":
         pytest.skip("sm_90 never launches weight_grad_fp32_kernel (register-operand MMA hazard, solution/configs.py)")
 
@@ -148,11 +149,17 @@ def test_stage3_split_k_is_deterministic_on_gpu(device, nan_outputs):
         assert torch.equal(outputs["grad_hidden_states"], first)
 
 
-def test_stage3_arrival_counters_zeroed_each_call(device, nan_outputs, outputs_pass):
-    """Stage 3's split-K arrival counters start from zero whatever the workspace held (stage 1 of
-    the same call zeroes them): a workspace of 0x7f bytes, where counters left as found would never
-    reach SPLITS - 1 and no tile would be stored."""
-    plan = split_k_plan(device, 4)
+@pytest.mark.parametrize("counted", ["stage3-split-k", "stage4-warp-specialized"])
+def test_arrival_counters_zeroed_each_call(counted, device, nan_outputs, outputs_pass):
+    """The arrival counters (stage 3 split over K; the Gluon stage 4's token halves) start from zero
+    whatever the workspace held (stage 1 of the same call zeroes them): a workspace of 0x7f bytes,
+    where counters left as found would never show the last arrival and no tile would be stored."""
+    if counted == "stage3-split-k":
+        plan = split_k_plan(device, 4)
+    elif configs.architecture(device) != "sm_90":
+        pytest.skip("the warp-specialized stage 4 is Hopper's (wgmma)")
+    else:
+        plan = warp_specialized_stage4_plan(device)
     inputs = draw(1, 50, device, seed=395)
     outputs = nan_outputs(1, 50, device)
     named = dict(zip(reference.INPUT_NAMES, inputs))
@@ -160,7 +167,7 @@ def test_stage3_arrival_counters_zeroed_each_call(device, nan_outputs, outputs_p
     tensors = {**named, **outputs}
     dims, _, _ = check_arguments(tuple(tensors[name] for name in TENSOR_NAMES), eps)
     described = describe_call(dims, plan)
-    assert "input_arrivals" in dict(described.workspace_offsets)
+    assert "arrivals" in dict(described.workspace_offsets)
     garbage = torch.full((described.workspace_bytes,), 0x7F, dtype=torch.uint8, device=device)
     launch_in_order(described, {**tensors, **workspace_views(described, garbage)}, float(eps))
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
@@ -178,12 +185,12 @@ def test_stage3_split_k_launch(splits):
     workspaces = {w.name: w for w in described.workspaces}
     assert stage3.grid == tiles * splits and stage3.constexprs["SPLITS"] == splits
     if splits == 1:
-        assert not {"input_partials", "input_arrivals"} & workspaces.keys()
+        assert not {"input_partials", "arrivals"} & workspaces.keys()
         assert stage3.args[4:6] == (None, None) and stage1.args[-4] is None and stage1.args[-1] is None
     else:
         assert workspaces["input_partials"].shape == (tiles, splits, 64, 64)
-        assert workspaces["input_arrivals"] == Buffer("input_arrivals", torch.int32, (tiles,))
-        assert stage3.args[5] is stage1.args[-4] is workspaces["input_arrivals"] and stage1.args[-1] == tiles
+        assert workspaces["arrivals"] == Buffer("arrivals", torch.int32, (tiles,))
+        assert stage3.args[5] is stage1.args[-4] is workspaces["arrivals"] and stage1.args[-1] == tiles
 
 
 def test_unaligned_fc1_output(device, nan_outputs, outputs_pass):
@@ -478,6 +485,84 @@ def test_warp_specialized_stage2_launch():
 
 
 B1xS1163 = next(w for w in reference.WORKLOADS if w.label == "B1xS1163")
+WARP_SPECIALIZED_STAGE4 = configs.for_tokens(configs.PLANS["sm_90"].weight_gemm, configs.ANY_TOKENS)
+
+
+def warp_specialized_stage4_plan(device: torch.device) -> configs.LaunchPlan:
+    """The device's plan with the Gluon stage 4 (on the fp32 inputs) at every token count."""
+    return device_plan(device, stage4_reads_fp32_from=0, weight_gemm=((configs.ANY_TOKENS, WARP_SPECIALIZED_STAGE4),))
+
+
+def test_warp_specialized_stage4_launch():
+    """sm_90's plan from stage4_reads_fp32_from tokens on: stage 4 is the Gluon kernel on the caller's fp32 gelu_output
+    and hidden_states (Gluon TMA descriptors), after stage 3: 128 programs (both weights' 128 x 256
+    tiles, each over 2 token halves), its partial weight gradients and one arrival counter a tile
+    half in workspaces, the counters zeroed by stage 1. No fp16 copies of gelu_output or
+    hidden_states and no copy launch; below plan.stage4_reads_fp32_from tokens those copies and the
+    Triton kernel.
+    A shape its tiles do not divide runs on the copies."""
+    plan = configs.PLANS["sm_90"]
+
+    def described(tokens: int, hidden: int = 512):
+        return describe_call(Dims(tokens=tokens, hidden=hidden, intermediate=2048, device=torch.device("cpu")), plan)
+
+    low, high = described(plan.stage4_reads_fp32_from - 1), described(plan.stage4_reads_fp32_from)
+    assert [launch.kernel.__name__ for launch in low.launches] == [
+        "layernorm_backward_kernel", "gelu_backward_ws_kernel", "fp16_copy_kernel", "input_grad_gemm_kernel",
+        "weight_grad_kernel", "column_sums_kernel"]
+    assert "hidden_states_f16" in dict(low.workspace_offsets)
+    assert [launch.kernel.__name__ for launch in high.launches] == [
+        "layernorm_backward_kernel", "gelu_backward_ws_kernel", "input_grad_gemm_kernel", "weight_grad_ws_kernel",
+        "column_sums_kernel"]
+    stage1, stage4 = high.launches[0], high.launches[3]
+    assert stage4.grid == 128 and stage4.after == (2,)
+    assert [a.buffer.name for a in stage4.args if getattr(a, "gluon", False)] == [
+        "grad_residual_f16", "gelu_output", "grad_fc1_output", "hidden_states"]
+    workspaces = {w.name: w for w in high.workspaces}
+    assert not {"hidden_states_f16", "gelu_output_f16"} & workspaces.keys()
+    assert not stage1.constexprs["COPY_HIDDEN"] and not stage1.constexprs["COPY_GELU"]
+    assert workspaces["weight_partials"].shape == (2, 2 * 512 * 2048)
+    assert workspaces["arrivals"].shape == (128,)
+    assert stage4.args[5] is stage1.args[-4] is workspaces["arrivals"] and stage1.args[-1] == 128
+    assert stage4.args[6] == 0  # its counters first: stage 3 does not split K there
+    assert not any(g.warp_specialized for arch in ("sm_100", "cpu") for _, g in configs.PLANS[arch].weight_gemm)
+    # a shape the Gluon tiles do not divide (640 is no multiple of 256; the entry point only takes
+    # powers of two): the copies, made in stage 1, and the plan's Triton stage 4
+    odd = described(plan.stage4_reads_fp32_from, hidden=640)
+    assert [launch.kernel.__name__ for launch in odd.launches] == [
+        "layernorm_backward_kernel", "gelu_backward_ws_kernel", "input_grad_gemm_kernel", "weight_grad_kernel",
+        "column_sums_kernel"]
+    assert odd.launches[0].constexprs["COPY_HIDDEN"] and odd.launches[0].constexprs["COPY_GELU"]
+    assert not {"weight_partials", "arrivals"} & {w.name for w in odd.workspaces}
+
+
+def test_sm90_plan_is_v27s_below_the_gluon_stage4():
+    """sm_90's plan (candidate v30) runs the Gluon stage 4 from 4097 tokens, where it beat the fp16
+    copies in session 21's A/B (results/solutions_ab_b717f27.json; at 2984 tokens it lost). Below, the
+    call is v27's exactly: the plan with the copies at every size and the Triton stage 4."""
+    plan = configs.PLANS["sm_90"]
+    assert plan.stage4_reads_fp32_from == 4097
+    triton_entries = [(limit, g) for limit, g in plan.weight_gemm if not g.warp_specialized]
+    copies = dataclasses.replace(plan, stage4_reads_fp32_from=configs.ANY_TOKENS,
+                                 weight_gemm=(*triton_entries[:-1], (configs.ANY_TOKENS, triton_entries[-1][1])))
+    for tokens in (1, 2048, 2049, 2984, 3602, 4096):
+        dims = Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu"))
+        ours, v27 = describe_call(dims, plan), describe_call(dims, copies)
+        assert (ours.launches, ours.workspaces, ours.offsets) == (v27.launches, v27.workspaces, v27.offsets), tokens
+
+
+def test_malformed_warp_specialized_stage4_entry_is_refused():
+    """A Gluon stage-4 entry whose tiles the kernel does not take is a plan error, not a silent
+    fallback to the copies; nor is a plan without a Triton entry to fall back to."""
+    plan = configs.PLANS["sm_90"]
+    wide = dataclasses.replace(WARP_SPECIALIZED_STAGE4, block_m=256)
+    bad = dataclasses.replace(plan, weight_gemm=(*plan.weight_gemm[:-1], (configs.ANY_TOKENS, wide)))
+    with pytest.raises(ValueError, match="plan.weight_gemm"):
+        describe_call(Dims(tokens=8192, hidden=512, intermediate=2048, device=torch.device("cpu")), bad)
+    only_gluon = dataclasses.replace(plan, stage4_reads_fp32_from=0,
+                                     weight_gemm=((configs.ANY_TOKENS, WARP_SPECIALIZED_STAGE4),))
+    with pytest.raises(ValueError, match="no Triton entry"):
+        describe_call(Dims(tokens=8192, hidden=640, intermediate=2048, device=torch.device("cpu")), only_gluon)
 
 
 @pytest.mark.gpu
@@ -496,6 +581,43 @@ def test_warp_specialized_stage2(batch_size, seq_len, tolerance, device, nan_out
     outputs = nan_outputs(batch_size, seq_len, device)
     call(inputs, outputs, device_plan(device, gelu_gemm=((configs.ANY_TOKENS, WARP_SPECIALIZED_STAGE2),)))
     outputs_pass(outputs, reference_outputs(inputs), tolerance)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch_size, seq_len, tolerance", [
+    pytest.param(1, 1, LIVE_TOLERANCE, id="one-token"),
+    pytest.param(2, 37, LIVE_TOLERANCE, id="partial-step"),
+    pytest.param(1, 130, LIVE_TOLERANCE, id="three-steps"),
+    pytest.param(1, 1163, B1xS1163.tolerance, id="B1xS1163-ring-wraps")])
+def test_warp_specialized_stage4(batch_size, seq_len, tolerance, device, nan_outputs, outputs_pass):
+    """The Gluon stage 4 (Hopper) on the fp32 inputs at any token count, through the CUDA graph: one
+    token (the second token half has no step: its partial is zero), a partial last step (74
+    tokens), 130 tokens (two steps and one), 1163 tokens (10 and 9 steps a half: the ring of 3
+    wraps); each tile half's two partials summed by the warpgroup that arrives second."""
+    if configs.architecture(device) != "sm_90":
+        pytest.skip("the warp-specialized stage 4 is Hopper's (wgmma)")
+    inputs = draw(batch_size, seq_len, device, seed=700 + seq_len)
+    outputs = nan_outputs(batch_size, seq_len, device)
+    call(inputs, outputs, warp_specialized_stage4_plan(device))
+    outputs_pass(outputs, reference_outputs(inputs), tolerance)
+
+
+@pytest.mark.gpu
+def test_warp_specialized_stage4_is_deterministic(device, nan_outputs):
+    """Either token half's warpgroup may arrive second and add the other's partial to its own: 20
+    calls (CUDA graph) at 1163 tokens give bit-identical weight gradients."""
+    if configs.architecture(device) != "sm_90":
+        pytest.skip("the warp-specialized stage 4 is Hopper's (wgmma)")
+    plan = warp_specialized_stage4_plan(device)
+    inputs = draw(1, 1163, device, seed=710)
+    outputs = nan_outputs(1, 1163, device)
+    call(inputs, outputs, plan)
+    first = {name: outputs[name].clone() for name in ("grad_fc2_weight", "grad_fc1_weight")}
+    for _ in range(20):
+        for name in first:
+            outputs[name].fill_(float("nan"))
+        call(inputs, outputs, plan)
+        assert all(torch.equal(outputs[name], first[name]) for name in first)
 
 
 @pytest.mark.gpu

@@ -111,7 +111,7 @@ def test_gelu_copy_beside_stage3_moves_bytes_out_of_stage1():
     """sm_90 beyond overlap_stages_3_4_up_to: gelu_output's copy (6 bytes an element) leaves stage 1
     for its own launch between stages 2 and 3; the call moves the same bytes, and its predicted time
     takes the longer of stage 3 and the copy."""
-    plan = configs.PLANS["sm_90"]
+    plan = dataclasses.replace(configs.PLANS["sm_90"], stage4_reads_fp32_from=configs.ANY_TOKENS)  # the copies
     M = plan.overlap_stages_3_4_up_to + 1
     in_stage1 = dataclasses.replace(plan, gelu_copy_beside_stage3=((configs.ANY_TOKENS, 0),))
     apart, together = tm.stage_traffic(M, plan), tm.stage_traffic(M, in_stage1)

@@ -22,6 +22,14 @@ variants, its operand ring 3 deep instead of 4 (ws-stages-3), 4 row tiles a colu
 had the field (LaunchPlan.gelu_copy_beside_stage2, removed after it lost), gelu_output's copy beside
 stage 2 on n SMs left by it, p programs an SM (copy-beside-stage2-nxp), not beside stage 3
 (results/solutions_ab_ws_6e71feb.json).
+Session 21: v27 against stage 4 on the fp32 inputs in Gluon from 4097 tokens without the fp16 copies
+(v29's stage 4 on v27's stage 2, after v28's resident stage 2 lost: results/solutions_ab_b717f27.json,
+where v29's stage 4 lost at 2984 tokens); as variants, v27's layout in the checkout (stage4-copies),
+the Gluon stage 4 from 2049 tokens (stage4-ws-from-2049) and in 32-token steps, 6 deep (stage4-ws-32x6);
+stage 3's tiles from 4097 tokens, where it now runs alone (cuBLAS's GEMM alone took 372 us at 131072
+tokens against its 484, results/stage3_warp_specialized_b717f27.json; cuBLAS chose 256x128 tiles):
+4 operand stages (stage3-128x256-s4, 192 KiB) and 256 x 128 tiles, 3 or 4 stages (stage3-256x128-s3,
+-s4); all compile for sm_90 without spills (170-172 registers).
 
     PYTHONPATH=. python bench/experiments/ab_solutions.py OLD_SOLUTION_DIR 128,2984 [--variant 2rows-from-2049]   # on the GPU machine
 """
@@ -87,13 +95,40 @@ def _warp_specialized(from_tokens: int = 2049, **changes):
     return variant
 
 
+def _stage3_tiles(**changes):
+    """Stage 3's last input_gemm entry (from 4097 tokens) with `changes`."""
+    def variant(plan: configs.LaunchPlan) -> configs.LaunchPlan:
+        limit, last = plan.input_gemm[-1]
+        return dataclasses.replace(plan, input_gemm=(*plan.input_gemm[:-1], (limit, dataclasses.replace(last, **changes))))
+    return variant
+
+
+def _stage4_warp_specialized(from_tokens: int, **changes):
+    """Hopper's Gluon stage 4 on the fp32 inputs (the plan's last weight_gemm entry, with `changes`)
+    from `from_tokens` on, the fp16 copies and the Triton kernel below (from_tokens = ANY_TOKENS:
+    v27's layout, the copies at every size)."""
+    def variant(plan: configs.LaunchPlan) -> configs.LaunchPlan:
+        on_copies = plan.weight_gemm[-2][1]
+        kept = tuple((limit, g) for limit, g in plan.weight_gemm[:-2])
+        ws = () if from_tokens == ANY_TOKENS else ((ANY_TOKENS, dataclasses.replace(plan.weight_gemm[-1][1], **changes)),)
+        return dataclasses.replace(plan, stage4_reads_fp32_from=from_tokens,
+                                   weight_gemm=kept + ((from_tokens - 1 if ws else ANY_TOKENS, on_copies),) + ws)
+    return variant
+
+
 VARIANTS = {"2rows-from-2049": _two_rows_from_2049, "gelu-copy-x2": _gelu_copy(2), "gelu-copy-x4": _gelu_copy(4),
             "gelu-copy-in-stage1": _gelu_copy(0), "gelu-copy-16k-w4": _gelu_copy_step(16384, 4),
             "gelu-copy-16k-w8": _gelu_copy_step(16384, 8),
             "one-tile-stage2-64x64-to-4096": _one_tile_stage2_to_4096(64),
             "one-tile-stage2-64x128-to-4096": _one_tile_stage2_to_4096(128),
             "ws-stages-3": _warp_specialized(num_stages=3), "ws-group-4": _warp_specialized(group_m=4),
-            "ws-from-1025": _warp_specialized(from_tokens=1025)}
+            "ws-from-1025": _warp_specialized(from_tokens=1025),
+            "stage4-copies": _stage4_warp_specialized(ANY_TOKENS),
+            "stage4-ws-from-2049": _stage4_warp_specialized(2049),
+            "stage4-ws-32x6": _stage4_warp_specialized(4097, block_k=32, num_stages=6),
+            "stage3-128x256-s4": _stage3_tiles(num_stages=4),
+            "stage3-256x128-s3": _stage3_tiles(block_m=256, block_n=128),
+            "stage3-256x128-s4": _stage3_tiles(block_m=256, block_n=128, num_stages=4)}
 
 
 def main(argv: list[str]) -> int:

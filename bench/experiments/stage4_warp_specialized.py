@@ -36,7 +36,8 @@ What the measurement tests: whether shared memory bounds stage 4 (then this layo
 and removing the copies needs the fp32 tile in registers: wgmma's A operand, a register fragment per
 warpgroup, 80 KB a step), or whether the tensor cores do.
 
-The register-A form (session 19, weight_grad_register_a_kernel; variants "register-a ..."): each
+The register-A form (session 19; variants "register-a ...", since session 20 the kernel of
+solution/weight_grad_ws.py, candidate v29, which it became): each
 weight gradient computed transposed, so that the fp32 input is the MMA's A operand (the Q side as
 the MMA's M: 64 rows a warpgroup, two warpgroups), read from shared memory into registers and
 rounded there; B = the whole 256-column fp16 x tile (m64n256k16). A loader warp and the two MMA
@@ -46,8 +47,8 @@ wgmma.wait_group 0 before the next step's loads); the other warpgroup keeps the 
 meanwhile. Shared memory per 2.1 MFLOP: TMA 32 KB, the A loads 16, wgmma's B reads 32: 80 KB (today's
 64): ~1.0 ms at 131072 tokens if shared memory bounds it (798 x 80 / 64), ~800 us if the tensor
 cores do; the copies' removal is worth ~300 us, so the call -100 to -300 us. 192 KiB at 64 tokens x
-3 stages or 32 x 6, 168 registers, no spills (sm_90); the fp32 loads are scalar, about 2-way bank
-conflicts by the swizzle's arithmetic.
+3 stages or 32 x 6, 168 registers, no spills (sm_90); a reviewer found its A fragment's
+shared-memory loads free of bank conflicts in the PTX.
 
 Hopper only (wgmma); on the GPU machine:
     PYTHONPATH=. python bench/experiments/stage4_warp_specialized.py 2984,17312,131072 [--out FILE]
@@ -76,8 +77,6 @@ SPLITS = 2
 # that they start with 168: ptxas needs 154 for a 64 x 256 wgmma (4 warpgroups would start with 128)
 MMA_REGISTERS, CONVERTER_REGISTERS, LOADER_REGISTERS = 208, 96, 96
 CONVERTER_WARPS = 2
-# the register-A form: 2 MMA warpgroups and the loader's (1 warp), as solution/gelu_backward_ws.py
-REGISTER_A_MMA_REGISTERS = gl.constexpr(232)
 
 
 @gluon.jit
@@ -243,100 +242,6 @@ def weight_grad_converter_kernel(
     ], [4, CONVERTER_WARPS, 1], [MMA_REGISTERS, CONVERTER_REGISTERS, LOADER_REGISTERS])
 
 
-@gluon.jit
-def load_register_a(p, H: gl.constexpr, I: gl.constexpr, SPLITS: gl.constexpr):
-    """The register-A form's loader: per step the whole fp16 x tile (the MMAs' shared B operand) and
-    the fp32 y tile's two halves (one an MMA warpgroup), into a ring of STAGES buffers."""
-    x_fc2, y_fc2, x_fc1, y_fc1, partials, M, x_bufs, y_bufs, ready, free = p
-    BLOCK_K: gl.constexpr = x_fc2.block_type.shape[0]
-    BLOCK_P: gl.constexpr = x_fc2.block_type.shape[1]
-    HALF_Q: gl.constexpr = y_fc2.block_type.shape[1]
-    STAGES: gl.constexpr = x_bufs.type.shape[0]
-    fc2, p0, q0, first, steps = program_work(M, BLOCK_K, BLOCK_P, 2 * HALF_Q, H, I, SPLITS)
-    for i in range(steps):
-        s = i % STAGES
-        k = (first + i) * BLOCK_K
-        mbarrier.wait(free.index(s), ((i // STAGES) & 1) ^ 1)
-        fence_async_shared()  # the MMA warpgroups' reads of the y halves before the copy engine's writes
-        mbarrier.expect(ready.index(s), x_fc2.block_type.nbytes + 2 * y_fc2.block_type.nbytes)
-        if fc2:
-            tma.async_copy_global_to_shared(x_fc2, [k, p0], ready.index(s), x_bufs.index(s))
-            tma.async_copy_global_to_shared(y_fc2, [k, q0], ready.index(s), y_bufs.index(2 * s))
-            tma.async_copy_global_to_shared(y_fc2, [k, q0 + HALF_Q], ready.index(s), y_bufs.index(2 * s + 1))
-        else:
-            tma.async_copy_global_to_shared(x_fc1, [k, p0], ready.index(s), x_bufs.index(s))
-            tma.async_copy_global_to_shared(y_fc1, [k, q0], ready.index(s), y_bufs.index(2 * s))
-            tma.async_copy_global_to_shared(y_fc1, [k, q0 + HALF_Q], ready.index(s), y_bufs.index(2 * s + 1))
-
-
-@gluon.jit
-def contract_register_a(p, HALF: gl.constexpr, H: gl.constexpr, I: gl.constexpr, SPLITS: gl.constexpr):
-    """The transposed product's rows [q0 + 64 HALF, +64) (Q, the fp32 y side, as the MMA's M): each
-    step's y half read from shared memory into registers, rounded to fp16 there, wgmma's A operand;
-    B = the fp16 x tile from shared memory. Each MMA is waited for before the next step reloads its
-    registers (is_async=False), race-free by construction; the other warpgroup's MMAs fill the
-    tensor cores meanwhile. The 64 x BLOCK_P accumulator is stored transposed into partials[split]
-    (both weights as (P, Q) row-major: fc2 at offset 0, fc1 after H x I)."""
-    x_fc2, y_fc2, x_fc1, y_fc1, partials, M, x_bufs, y_bufs, ready, free = p
-    BLOCK_K: gl.constexpr = x_fc2.block_type.shape[0]
-    BLOCK_P: gl.constexpr = x_fc2.block_type.shape[1]
-    HALF_Q: gl.constexpr = y_fc2.block_type.shape[1]
-    STAGES: gl.constexpr = x_bufs.type.shape[0]
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_P, 16])
-    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-    fc2, p0, q0, first, steps = program_work(M, BLOCK_K, BLOCK_P, 2 * HALF_Q, H, I, SPLITS)
-    acc = gl.zeros([HALF_Q, BLOCK_P], gl.float32, layout=mma)
-    for i in range(steps):
-        s = i % STAGES
-        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        a = y_bufs.index(2 * s + HALF).permute((1, 0)).load(a_layout).to(gl.float16)
-        acc = warpgroup_mma(a, x_bufs.index(s), acc)
-        mbarrier.arrive(free.index(s))
-    Q, base = partial_tile(fc2, H, I, SPLITS)
-    qs = q0 + HALF * HALF_Q + gl.arange(0, HALF_Q, layout=gl.SliceLayout(1, mma))
-    ps = p0 + gl.arange(0, BLOCK_P, layout=gl.SliceLayout(0, mma))
-    gl.store(partials + base + ps[None, :] * Q + qs[:, None], acc)
-
-
-@gluon.jit
-def contract_register_a_upper(p, H: gl.constexpr, I: gl.constexpr, SPLITS: gl.constexpr):
-    contract_register_a(p, 1, H, I, SPLITS)
-
-
-@gluon.jit
-def weight_grad_register_a_kernel(
-    x_fc2, y_fc2,  # tensor descriptors: grad_residual_f16 (M, H) fp16 [BLOCK_K, BLOCK_P]; gelu_output (M, I) fp32 [BLOCK_K, BLOCK_Q / 2]
-    x_fc1, y_fc1,  # grad_fc1_output (M, I) fp16 [BLOCK_K, BLOCK_P]; hidden_states (M, H) fp32 [BLOCK_K, BLOCK_Q / 2]
-    partials,  # out (SPLITS, 2 H I) fp32: each split's grad_fc2_weight then grad_fc1_weight
-    M,
-    H: gl.constexpr,
-    I: gl.constexpr,
-    SPLITS: gl.constexpr,
-    STAGES: gl.constexpr,
-):
-    """Stage 4 on the fp32 inputs with the fp32 tile as wgmma's register A operand: a loader warp, two
-    MMA warpgroups (one a half of the tile's Q rows)."""
-    BLOCK_K: gl.constexpr = x_fc2.block_type.shape[0]
-    BLOCK_P: gl.constexpr = x_fc2.block_type.shape[1]
-    HALF_Q: gl.constexpr = y_fc2.block_type.shape[1]
-    gl.static_assert(HALF_Q == 64, "one MMA warpgroup's rows: wgmma's M of 64")
-    x_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, BLOCK_K, BLOCK_P], x_fc2.layout)
-    y_bufs = gl.allocate_shared_memory(gl.float32, [2 * STAGES, BLOCK_K, HALF_Q], y_fc2.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    free = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(free.index(i), count=2)  # both MMA warpgroups
-    p = (x_fc2, y_fc2, x_fc1, y_fc1, partials, M, x_bufs, y_bufs, ready, free)
-    gl.warp_specialize([
-        (contract_register_a, (p, 0, H, I, SPLITS)),  # the default partition: the kernel's own 4 warps
-        (contract_register_a_upper, (p, H, I, SPLITS)),
-        (load_register_a, (p, H, I, SPLITS)),
-    ], [4, 1], [REGISTER_A_MMA_REGISTERS, 24])
-
-
-
-
 def _desc(t: torch.Tensor, block: list[int], dtype) -> GluonDescriptor:
     return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
 
@@ -376,18 +281,19 @@ def launch(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, grad_
 
 def launch_register_a(grad_residual_f16, gelu_output, grad_fc1_output, hidden_states, grad_fc2_weight,
                       grad_fc1_weight, block_p: int = 256, block_k: int = 64, stages: int = 3) -> None:
-    """launch()'s contract with weight_grad_register_a_kernel: BLOCK_P x 128 tiles (two MMA
-    warpgroups of 64 Q rows)."""
-    if block_p > 256 or H % block_p:
-        raise ValueError(f"block_p {block_p}: wgmma's N is at most 256, and the tiles must divide H = {H}")
+    """The register-A form: solution/weight_grad_ws.py's kernel (integrated as candidate v29; its
+    token halves added by the warpgroup that arrives second, not by torch), BLOCK_P x 128 tiles."""
+    from solution import weight_grad_ws as ws
+    if not ws.fits(H, I, 128, block_p):
+        raise ValueError(f"block_p {block_p}: wgmma's N is at most 256, and the tiles must divide H = {H} and I = {I}")
     M = grad_residual_f16.shape[0]
     partials = torch.empty(SPLITS, 2 * H * I, device=gelu_output.device)  # every element written
-    programs = 2 * (H // block_p) * (I // 128) * SPLITS
-    weight_grad_register_a_kernel[(programs,)](
+    arrivals = torch.zeros(ws.arrival_counters(H, I, 128, block_p), dtype=torch.int32, device=gelu_output.device)
+    ws.weight_grad_ws_kernel[(ws.programs(H, I, 128, block_p),)](
         _desc(grad_residual_f16, [block_k, block_p], gl.float16), _desc(gelu_output, [block_k, 64], gl.float32),
         _desc(grad_fc1_output, [block_k, block_p], gl.float16), _desc(hidden_states, [block_k, 64], gl.float32),
-        partials, M, H=H, I=I, SPLITS=SPLITS, STAGES=stages, num_warps=4, maxnreg=168)
-    add_splits(partials, grad_fc2_weight, grad_fc1_weight)
+        partials, arrivals, 0, grad_fc2_weight, grad_fc1_weight, M, H=H, I=I, STAGES=stages, num_warps=4,
+        maxnreg=ws.KERNEL_REGISTERS)
 
 
 # The variants: the converter form (launch: the tile, P on the fp16 side x Q on the fp32 side, tokens
