@@ -120,7 +120,7 @@ _HOPPER = LaunchPlan(
     # copies, beside stage 3), summing the LayerNorm partial rows of 2-4x more programs, takes up to
     # 27.7 us instead of 16.5. So this bound lies between 613 and 1163 tokens.
     # From 2049 tokens 2 rows on 2 warps, where stage 4 reads the fp32 inputs after stage 3
-    # (stage4_reads_fp32_from; measured in sm_100's layout, which candidate v30 gives sm_90 from 4097
+    # (stage4_reads_fp32_from; measured in sm_100's layout, which v30 gives sm_90 from 4097
     # tokens; sm_90's plan with the copies ran 8 rows on 4 warps to 2048 tokens, _SM90 below): 2984 tokens 86.0 vs 89.0 us (stage 1 12 vs 17), 3602: 99.8 vs 103.8,
     # 7184: 180.3 vs 183.5, 17312: 415.5 vs 421.3 (one run each,
     # results/mid_tokens_layernorm_deaf714.json); 131072: 2870 vs 2924 us, 69568: 1531 vs 1565 (3
@@ -272,7 +272,7 @@ _HOPPER = LaunchPlan(
 # (evaluator, results/eval_39589b2.json): geomean 141.1 us, as predicted (~141.2); v20 read 135.4.
 # The race-free alternative, the rounded tile as wgmma's B operand, lost at every size
 # (results/stage4_operand_b_ab_39589b2.json). bench/compile_check.py fails on a register-operand MMA
-# pipelined this way. Candidate v30 (_SM90 below): from 4097 tokens stage 4 on the fp32 inputs in
+# pipelined this way. v30 (_SM90 below): from 4097 tokens stage 4 on the fp32 inputs in
 # Gluon (weight_grad_ws.py), each MMA waited for before its registers are reloaded; up to 4096 tokens
 # the copies.
 # Stage 1 beyond 2048 tokens, with the copies (official-style timer, 3 interleaved rounds, us;
@@ -299,16 +299,16 @@ _HOPPER = LaunchPlan(
 # shipped sums (results/solutions_ab_ef24336.json): 2984 89.9 vs 92.6, 3602 107.3 vs 110.6.
 _SM90 = replace(
     _HOPPER,
-    # CANDIDATE v30 (session 21), its A/B against v27 pending: from 4097 tokens stage 4 reads the
-    # fp32 gelu_output and hidden_states (weight_grad_ws.py: tiles of 128 rows of the fp32 side by
-    # 256 of the fp16 side, GemmConfig's block_m x block_n; the tokens in two halves, 64-token
-    # steps, 3 stages; 192 KiB, 168 registers, no spills on sm_90), so stage 1 makes no
-    # hidden_states copy and no gelu_output copy runs beside stage 3. On v28's stage 2 against the
-    # copies (results/solutions_ab_b717f27.json, 3 interleaved rounds, us): 131072 tokens 2681-2685
-    # vs 2845-2850 (stage 1 314 vs 388, stage 3 alone 487 vs 727 beside the copy, stage 4 909 vs
-    # 760), 17312: 394.6-395.6 vs 407.6-408.2, 7184: 178.4-178.8 vs 184.4-184.9; at 2984 it lost
-    # (90.9-91.0 vs 88.5-88.8), so up to 4096 tokens the copies stay. Alone, 858.6 us at 131072
-    # tokens against 753.8 on the copies (results/stage4_warp_specialized_b717f27.json).
+    # v30: from 4097 tokens stage 4 reads the fp32 gelu_output and hidden_states (weight_grad_ws.py:
+    # tiles of 128 rows of the fp32 side by 256 of the fp16 side, GemmConfig's block_m x block_n; the
+    # tokens in two halves, 64-token steps, 3 stages; 192 KiB, 168 registers, no spills on sm_90), so
+    # stage 1 makes no hidden_states copy and no gelu_output copy runs beside stage 3. Against v27's
+    # package (5 interleaved rounds, results/solutions_ab_v30_b6c01ec.json, us): 131072 tokens
+    # 2530-2592 vs 2696-2721 (stage 1 318 vs 388, stage 3 alone 507 vs 742 beside the copy, stage 4
+    # 933 vs 780 on the copies), 17312: 366.4-367.8 vs 379.3-380.0, 7184: 163.6-164.5 vs 167.2-167.8.
+    # At 2984 it lost (results/solutions_ab_b717f27.json: 90.9-91.0 vs 88.5-88.8 on the copies), so
+    # up to 4096 tokens the copies stay. On an H100 (3.35 instead of 4.8 TB/s) the kernel takes 1357
+    # us at 131072 tokens and the call ties v27's there (results/solutions_ab_v30_b6c01ec_h100.json).
     stage4_reads_fp32_from=4097,
     weight_gemm=(*_HOPPER.weight_gemm[:-1], (4096, _HOPPER.weight_gemm[-1][1]),
                  (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=4, num_stages=3,
