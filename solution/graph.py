@@ -1,27 +1,29 @@
-"""A call's kernels as one CUDA graph, recorded each call from cached parameter blocks and written
-into an executable graph kept per shape.
+"""A call's kernels as one CUDA graph: recorded once per shape, then each call's addresses written
+into the recording's kernel nodes and the recording copied into an executable graph kept per shape.
 
 Why a graph: the benchmark's timer counts the GPU's idle time between a call's first and last
 kernel, and under its CUPTI tracing each separate launch costs ~20 us of host time, so kernels
 shorter than that would leave the GPU waiting. A graph's kernels follow each other back to back.
 
 What is kept per device, shape, plan and pointer alignment (a `CallGraph`): the compiled kernels,
-their parameter blocks, one or two private streams and a few events to record on, and the executable
-graph. What each call does: write its addresses (and eps) into the parameter blocks, record the
-launches by stream capture (a CUgraph, host work only), copy that graph into the kept executable
-graph (cuGraphExecUpdate, far cheaper than instantiating one) and launch it. A call whose addresses,
-eps and workspace are those of the call before (the same buffers again) launches the executable
-graph as it is. Nothing computed from the data is kept: the parameter blocks hold addresses, TMA
-descriptors of those addresses (re-encoded where an address changed), shapes and eps.
-`GraphCache` keeps the few most recent shapes per process.
+their parameter blocks, one or two private streams and a few events to record on, the template (the
+launches recorded by stream capture on the first call: a CUgraph, host work only) and the
+executable graph instantiated from it. What a call with new values does: write its addresses (and
+eps) into the parameter blocks, copy each block into its kernel node of the template
+(cuGraphKernelNodeSetParams), copy the template into the executable graph (cuGraphExecUpdate, far
+cheaper than instantiating one) and launch it. A call whose addresses, eps and workspace are those
+of the call before (the same buffers again) launches the executable graph as it is. Nothing computed
+from the data is kept: the parameter blocks hold addresses, TMA descriptors of those addresses
+(re-encoded where an address changed), shapes and eps. `GraphCache` keeps the few most recent shapes
+per process.
 
-Why not build the graph once and only update its kernel nodes' parameters
+Why not write the values into the executable graph's nodes directly
 (cuGraphExecKernelNodeSetParams), as v16 did: measured on an H200 under the benchmark's timer,
-every kernel after the first in a graph whose nodes were made by cuGraphAddKernelNode or updated by
-SetParams ran ~0.4-1 us longer than in a graph recorded by stream capture, whether that one was
+every kernel after the first in a graph whose nodes were made by cuGraphAddKernelNode or updated that
+way ran ~0.4-1 us longer than in a graph recorded by stream capture, whether that one was
 instantiated anew, updated by cuGraphExecUpdate or relaunched unchanged
-(results/launch_mechanism_fc19175.json, results/graph_update_2e42506.json). A new executable graph each call is as fast on the GPU and costs
-30-66 us more host time than the update.
+(results/launch_mechanism_fc19175.json, results/graph_update_2e42506.json). A new executable graph
+each call is as fast on the GPU and costs 30-66 us more host time than the update.
 
 The parameter block of a Triton kernel is laid out here the way Triton 3.6's own launcher lays it
 out (triton/backends/nvidia/driver.py, `make_launcher`): one entry per parameter that is not a
