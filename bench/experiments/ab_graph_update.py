@@ -16,6 +16,9 @@ import json
 import os
 import statistics
 import sys
+import time
+
+import torch
 
 import bench.real_use as real_use
 import reference
@@ -23,6 +26,7 @@ from bench.experiments.ab_host_path import FIELDS, load_run
 from bench.experiments.workload_case import checked_and_timed, description, workload_tokens
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
+from evaluation.shifting_pool import ShiftingMemoryPool
 from evaluation.staging import int_at_least
 from solution.ffn_backward import run as checkout_run
 
@@ -49,11 +53,33 @@ def exec_level_run():
     return run
 
 
+def fresh_host(run, workload: reference.Workload, calls: int, device) -> dict:
+    """Host time of each of `calls` back-to-back calls with fresh addresses: its distribution (the
+    wall-clock per call is the mean's business, not the median's), and the wall-clock per call."""
+    inputs, outputs = real_use._workload_arguments(workload, device)
+    pool = ShiftingMemoryPool(inputs, outputs, calls)
+    argument_sets = [pool.next() for _ in range(calls)]
+    run(*argument_sets[0])
+    torch.cuda.synchronize()
+    host = []
+    start = time.perf_counter()
+    for args in argument_sets:
+        call_start = time.perf_counter()
+        run(*args)
+        host.append((time.perf_counter() - call_start) * 1e6)
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - start) / calls * 1e6
+    host.sort()
+    return {"fresh_host_median_us": statistics.median(host), "fresh_host_mean_us": statistics.mean(host),
+            "fresh_host_p90_us": host[int(0.9 * calls)], "fresh_host_max_us": host[-1], "fresh_wall_us": wall}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("capture_dir", metavar="CAPTURE_SOLUTION_DIR", help="a solution package that records every call")
     parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
     parser.add_argument("--rounds", type=int_at_least(1), default=3)
+    parser.add_argument("--gpu-only", action="store_true", help="only the GPU latencies")
     args = parser.parse_args(argv)
     device = require_gpu("ab_graph_update")
     runs = {"capture": load_run(args.capture_dir), "template": checkout_run, "exec-setparams": exec_level_run()}
@@ -69,19 +95,22 @@ def main(argv: list[str]) -> int:
         with open(out, "w") as f:
             json.dump({**header, "rows": rows}, f, indent=1)
 
-    for t in args.tokens:
+    for t in [] if args.gpu_only else args.tokens:
         workload = next(w for w in reference.WORKLOADS if w.tokens == t)
         host = {name: [] for name in runs}
         for _ in range(args.rounds):
             for name, run in runs.items():
                 real_use.run = run  # measure_host calls the module's `run`
-                host[name].append({k: v for k, v in real_use.measure_host(workload, 200, device).items() if k in FIELDS})
+                host[name].append({**{k: v for k, v in real_use.measure_host(workload, 200, device).items() if k in FIELDS},
+                                   **fresh_host(run, workload, 200, device)})
         row = {"tokens": t, "host_rounds": host,
-               "host_median": {name: {k: statistics.median(r[k] for r in rs) for k in FIELDS} for name, rs in host.items()}}
+               "host_median": {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in host.items()}}
         rows.append(row)
         print(t, {name: {k: round(v, 1) for k, v in m.items()} for name, m in row["host_median"].items()}, flush=True)
         write()
     # the GPU latency after every host measurement: CUPTI in the process slows the host path
+    if args.gpu_only:
+        rows = [{"tokens": t} for t in args.tokens]
     for row in rows:
         row["gpu"] = checked_and_timed(row["tokens"], runs, args.rounds)
         print(row["tokens"], row["gpu"]["correct"],
