@@ -27,12 +27,13 @@ from solution.ffn_backward import run
 SAMPLE_MS = 20
 
 
-def _phase(samples: list[tuple[float, float, float]], start: float, end: float) -> dict:
-    inside = [(clock, power) for t, clock, power in samples if start <= t <= end]
+def _phase(samples: list[tuple[float, float, float, str]], start: float, end: float) -> dict:
+    inside = [(clock, power, reasons) for t, clock, power, reasons in samples if start <= t <= end]
     if not inside:
         return {"samples": 0}
-    return {"samples": len(inside), "sm_clock_mhz_median": statistics.median(c for c, _ in inside),
-            "sm_clock_mhz_min": min(c for c, _ in inside), "power_w_median": statistics.median(p for _, p in inside)}
+    return {"samples": len(inside), "sm_clock_mhz_median": statistics.median(c for c, _, _ in inside),
+            "sm_clock_mhz_min": min(c for c, _, _ in inside), "power_w_median": statistics.median(p for _, p, _ in inside),
+            "clock_event_reasons": sorted({r for _, _, r in inside if r})}
 
 
 def main(argv: list[str]) -> int:
@@ -43,7 +44,13 @@ def main(argv: list[str]) -> int:
     require_gpu("sustained_clocks")
     out = os.path.join(os.environ.get("OUT", "."), "sustained_clocks.json")
     log = os.path.join(os.environ.get("OUT", "."), "sustained_clocks.csv")
-    sampler = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",
+    fields = "timestamp,clocks.sm,power.draw"
+    reasons = subprocess.run(["nvidia-smi", "--query-gpu=clocks_event_reasons.active,power.limit", "--format=csv,noheader"],
+                             capture_output=True, text=True)
+    if reasons.returncode == 0:  # why the clock is below its maximum (a bit mask), where this nvidia-smi knows it
+        fields += ",clocks_event_reasons.active"
+        print("clock event reasons, power limit at the start:", reasons.stdout.strip(), flush=True)
+    sampler = subprocess.Popen(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits",
                                 f"-lms={SAMPLE_MS}", f"--filename={log}"])
     phases = []
     try:
@@ -76,7 +83,7 @@ def main(argv: list[str]) -> int:
             try:
                 seconds, fraction = row[0].strip().split(".")  # local time, as time.mktime reads it
                 stamp = time.mktime(time.strptime(seconds, "%Y/%m/%d %H:%M:%S")) + float("0." + fraction)
-                samples.append((stamp, float(row[1]), float(row[2])))
+                samples.append((stamp, float(row[1]), float(row[2]), row[3].strip() if len(row) > 3 else ""))
             except (ValueError, IndexError):
                 continue
     for p in phases:
