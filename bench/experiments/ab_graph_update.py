@@ -16,9 +16,6 @@ import json
 import os
 import statistics
 import sys
-import time
-
-import torch
 
 import bench.real_use as real_use
 import reference
@@ -53,22 +50,15 @@ def exec_level_run():
     return run
 
 
-def fresh_host(run, workload: reference.Workload, calls: int, device) -> dict:
-    """Host time of each of `calls` back-to-back calls with fresh addresses: its distribution (the
-    wall-clock per call is the mean's business, not the median's), and the wall-clock per call."""
+def fresh_host(workload: reference.Workload, calls: int, device) -> dict:
+    """Host time of each of `calls` back-to-back calls of real_use's `run` with fresh addresses: its
+    distribution (the wall-clock per call is the mean's business, not the median's), and the
+    wall-clock per call."""
     inputs, outputs = real_use._workload_arguments(workload, device)
     pool = ShiftingMemoryPool(inputs, outputs, calls)
     argument_sets = [pool.next() for _ in range(calls)]
-    run(*argument_sets[0])
-    torch.cuda.synchronize()
-    host = []
-    start = time.perf_counter()
-    for args in argument_sets:
-        call_start = time.perf_counter()
-        run(*args)
-        host.append((time.perf_counter() - call_start) * 1e6)
-    torch.cuda.synchronize()
-    wall = (time.perf_counter() - start) / calls * 1e6
+    real_use.run(*argument_sets[0])
+    wall, host = real_use.back_to_back(argument_sets)
     host.sort()
     return {"fresh_host_median_us": statistics.median(host), "fresh_host_mean_us": statistics.mean(host),
             "fresh_host_p90_us": host[int(0.9 * calls)], "fresh_host_max_us": host[-1], "fresh_wall_us": wall}
@@ -81,6 +71,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int_at_least(1), default=3)
     parser.add_argument("--gpu-only", action="store_true", help="only the GPU latencies")
     args = parser.parse_args(argv)
+    missing = [f for f in ("__init__.py", "ffn_backward.py") if not os.path.isfile(os.path.join(args.capture_dir, f))]
+    if missing:  # load_run imports the package from both
+        parser.error(f"CAPTURE_SOLUTION_DIR {args.capture_dir!r}: no {' or '.join(missing)} there")
     device = require_gpu("ab_graph_update")
     runs = {"capture": load_run(args.capture_dir), "template": checkout_run, "exec-setparams": exec_level_run()}
     out = os.path.join(os.environ.get("OUT", "."), "graph_update_ab.json")
@@ -102,7 +95,7 @@ def main(argv: list[str]) -> int:
             for name, run in runs.items():
                 real_use.run = run  # measure_host calls the module's `run`
                 host[name].append({**{k: v for k, v in real_use.measure_host(workload, 200, device).items() if k in FIELDS},
-                                   **fresh_host(run, workload, 200, device)})
+                                   **fresh_host(workload, 200, device)})
         row = {"tokens": t, "host_rounds": host,
                "host_median": {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in host.items()}}
         rows.append(row)
