@@ -45,17 +45,23 @@ def wall_target_us(gpu_us: float) -> float:
     return 1.1 * gpu_us + 10.0
 
 
-def _back_to_back_us(argument_sets: list[list]) -> tuple[float, float]:
-    """(wall-clock per call over the back-to-back calls, the median host time of one of them)."""
+def back_to_back(argument_sets: list[list]) -> tuple[float, list[float]]:
+    """(wall-clock per call over the back-to-back calls, each call's host time), in us."""
     torch.cuda.synchronize()
     host = []
     start = time.perf_counter()
     for args in argument_sets:
         call_start = time.perf_counter()
         run(*args)
-        host.append(time.perf_counter() - call_start)
+        host.append((time.perf_counter() - call_start) * 1e6)
     torch.cuda.synchronize()
-    return (time.perf_counter() - start) / len(argument_sets) * 1e6, statistics.median(host) * 1e6
+    return (time.perf_counter() - start) / len(argument_sets) * 1e6, host
+
+
+def _back_to_back_us(argument_sets: list[list]) -> tuple[float, float]:
+    """(wall-clock per call over the back-to-back calls, the median host time of one of them)."""
+    wall, host = back_to_back(argument_sets)
+    return wall, statistics.median(host)
 
 
 def _workload_arguments(workload: reference.Workload, device: torch.device) -> tuple[list, list]:

@@ -25,8 +25,8 @@ Backward, in four stages and the column sums (M = tokens, H = 512, I = 2048):
 Inputs are never written; `residual_output` is not needed (the LayerNorm backward uses `normalized`).
 
 One kernel per stage, each with its own tile shape by token count (configs.py; the launches:
-launches.py). On a GPU the five (or six) run as one CUDA graph, recorded each call with its addresses and
-written into the executable graph kept per shape (graph.py); stage 4 does not need stage 3, so at
+launches.py). On a GPU the five (or six) run as one CUDA graph, recorded once per shape and given
+each call's addresses in its kernel nodes (graph.py); stage 4 does not need stage 3, so at
 few tokens the two run concurrently, and the column sums run beside both. Under the Triton
 interpreter (CPU tensors) they run one by one.
 """

@@ -1,27 +1,29 @@
-"""A call's kernels as one CUDA graph, recorded each call from cached parameter blocks and written
-into an executable graph kept per shape.
+"""A call's kernels as one CUDA graph: recorded once per shape, then each call's addresses written
+into the recording's kernel nodes and the recording copied into an executable graph kept per shape.
 
 Why a graph: the benchmark's timer counts the GPU's idle time between a call's first and last
 kernel, and under its CUPTI tracing each separate launch costs ~20 us of host time, so kernels
 shorter than that would leave the GPU waiting. A graph's kernels follow each other back to back.
 
 What is kept per device, shape, plan and pointer alignment (a `CallGraph`): the compiled kernels,
-their parameter blocks, one or two private streams and a few events to record on, and the executable
-graph. What each call does: write its addresses (and eps) into the parameter blocks, record the
-launches by stream capture (a CUgraph, host work only), copy that graph into the kept executable
-graph (cuGraphExecUpdate, far cheaper than instantiating one) and launch it. A call whose addresses,
-eps and workspace are those of the call before (the same buffers again) launches the executable
-graph as it is. Nothing computed from the data is kept: the parameter blocks hold addresses, TMA
-descriptors of those addresses (re-encoded where an address changed), shapes and eps.
-`GraphCache` keeps the few most recent shapes per process.
+their parameter blocks, one or two private streams and a few events to record on, the template (the
+launches recorded by stream capture on the first call: a CUgraph, host work only) and the
+executable graph instantiated from it. What a call with new values does: write its addresses (and
+eps) into the parameter blocks, copy each block into its kernel node of the template
+(cuGraphKernelNodeSetParams), copy the template into the executable graph (cuGraphExecUpdate, far
+cheaper than instantiating one) and launch it. A call whose addresses, eps and workspace are those
+of the call before (the same buffers again) launches the executable graph as it is. Nothing computed
+from the data is kept: the parameter blocks hold addresses, TMA descriptors of those addresses
+(re-encoded where an address changed), shapes and eps. `GraphCache` keeps the few most recent shapes
+per process.
 
-Why not build the graph once and only update its kernel nodes' parameters
+Why not write the values into the executable graph's nodes directly
 (cuGraphExecKernelNodeSetParams), as v16 did: measured on an H200 under the benchmark's timer,
-every kernel after the first in a graph whose nodes were made by cuGraphAddKernelNode or updated by
-SetParams ran ~0.4-1 us longer than in a graph recorded by stream capture, whether that one was
+every kernel after the first in a graph whose nodes were made by cuGraphAddKernelNode or updated that
+way ran ~0.4-1 us longer than in a graph recorded by stream capture, whether that one was
 instantiated anew, updated by cuGraphExecUpdate or relaunched unchanged
-(results/launch_mechanism_fc19175.json, results/graph_update_2e42506.json). A new executable graph each call is as fast on the GPU and costs
-30-66 us more host time than the update.
+(results/launch_mechanism_fc19175.json, results/graph_update_2e42506.json). A new executable graph
+each call is as fast on the GPU and costs 30-66 us more host time than the update.
 
 The parameter block of a Triton kernel is laid out here the way Triton 3.6's own launcher lays it
 out (triton/backends/nvidia/driver.py, `make_launcher`): one entry per parameter that is not a
@@ -51,6 +53,7 @@ from .launches import Buffer, CallDescription, Launch, Scalar, Tiles, resolve
 _STREAM_NON_BLOCKING = 1  # CUstream_flags: no implicit wait for the legacy default stream
 _EVENT_DISABLE_TIMING = 2  # CUevent_flags
 _CAPTURE_MODE_THREAD_LOCAL = 1  # CUstreamCaptureMode: other threads' CUDA calls stay legal meanwhile
+_GRAPH_NODE_TYPE_KERNEL = 0  # CUgraphNodeType
 _GRAPH_EXEC_UPDATE_FAILURE = 910  # CUresult: the update was refused (the graphs differ in topology)
 _L2_PROMOTION_128B = 2  # CUtensorMapL2promotion, as Triton's launcher
 _TENSOR_MAP_BYTES, _TENSOR_MAP_ALIGNMENT = 128, 64
@@ -64,6 +67,17 @@ class _ExecUpdateResultInfo(ctypes.Structure):
     _fields_ = [("result", ctypes.c_int), ("errorNode", ctypes.c_void_p), ("errorFromNode", ctypes.c_void_p)]
 
 
+class _KernelNodeParams(ctypes.Structure):
+    """CUDA_KERNEL_NODE_PARAMS_v2: a kernel node's launch (read from a recorded node, then given
+    this call's kernelParams)."""
+
+    _fields_ = [("func", ctypes.c_void_p), ("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
+                ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint),
+                ("blockDimZ", ctypes.c_uint), ("sharedMemBytes", ctypes.c_uint),
+                ("kernelParams", ctypes.POINTER(ctypes.c_void_p)), ("extra", ctypes.c_void_p),
+                ("kern", ctypes.c_void_p), ("ctx", ctypes.c_void_p)]
+
+
 def cuda_driver() -> ctypes.CDLL:
     global _driver
     if _driver is None:
@@ -72,7 +86,8 @@ def cuda_driver() -> ctypes.CDLL:
                      "cuStreamWaitEvent", "cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
                      "cuGraphInstantiateWithFlags", "cuGraphExecUpdate_v2", "cuGraphLaunch", "cuGraphExecDestroy",
                      "cuGraphDestroy", "cuTensorMapEncodeTiled", "cuLaunchKernel", "cuCtxGetCurrent",
-                     "cuCtxSetCurrent", "cuFuncSetAttribute"):
+                     "cuCtxSetCurrent", "cuFuncSetAttribute", "cuGraphGetNodes", "cuGraphNodeGetType",
+                     "cuGraphKernelNodeGetParams_v2", "cuGraphKernelNodeSetParams_v2"):
             getattr(_driver, name).restype = ctypes.c_int
     return _driver
 
@@ -179,6 +194,15 @@ class KernelParams:
             compiled.function, launch.grid, 32 * meta.num_warps, meta.shared)
 
 
+    def recorded_as(self, node: _KernelNodeParams) -> bool:
+        """Whether a recorded kernel node launches this kernel with the values now in this block."""
+        if ((node.func or self.function) != self.function
+                or (node.gridDimX, node.blockDimX, node.sharedMemBytes) != (self.grid, self.threads, self.shared_bytes)):
+            return False
+        return all(ctypes.string_at(node.kernelParams[i], size) == ctypes.string_at(self.array[i], size)
+                   for i, size in enumerate(self.sizes))
+
+
 def compile_launches(call: CallDescription, tensors: dict[str, torch.Tensor], eps: float) -> list:
     """The compiled kernel of every launch, for these tensors (Triton specializes on pointer
     alignment and on some integer values), compiling on first use. Nothing is launched."""
@@ -262,6 +286,10 @@ class CallGraph:
         # a call with the same values launches it as it is
         self._graph_values: tuple | None = None
         self._lock = threading.Lock()  # the parameter blocks, streams and graph serve every caller of this shape
+        # the launches recorded once (a CUgraph), and per launch the step that writes the values now
+        # in its parameter block into its kernel node there
+        self._template = ctypes.c_void_p()
+        self._set_node_params: list[tuple[Callable, tuple, str]] = []
         context = ctypes.c_void_p()
         check(cuda.cuCtxGetCurrent(ctypes.byref(context)), "cuCtxGetCurrent")
         self.context = context.value
@@ -318,23 +346,61 @@ class CallGraph:
             if values != self._graph_values:
                 self._write_values(addresses, eps, workspace_base)
                 self._graph_values = None  # until the executable graph holds them
-                self._record_into_exec()
+                self._update_exec()
                 self._graph_values = values
             check(cuda.cuGraphLaunch(self.graph_exec, stream), "cuGraphLaunch")
 
-    def _record_into_exec(self) -> None:
-        """The launches, with the values now in the parameter blocks, recorded and written into the
-        executable graph."""
+    def _update_exec(self) -> None:
+        """The executable graph, given the values now in the parameter blocks: the first time the
+        launches are recorded (the template graph, kept) and the executable graph instantiated from
+        the recording; afterwards the values are written into the template's kernel nodes and the
+        template copied into the executable graph."""
+        if self._template.value:
+            _run_steps(self._set_node_params)
+        else:
+            self._record_template()
+        self._write_into_exec(self._template)
+
+    def _record_template(self) -> None:
+        """The launches, with the values now in the parameter blocks, recorded as the template graph,
+        and each launch's kernel node found in it."""
         cuda = cuda_driver()
         graph = self._capture()
         try:
-            self._write_into_exec(graph)
+            self._set_node_params = self._node_param_steps(graph)
         except BaseException as error:  # free the recording; the original error is the one raised
             result = cuda.cuGraphDestroy(graph)
             if result:
                 error.__notes__ = [*getattr(error, "__notes__", []), f"cuGraphDestroy then failed too: {result}"]
             raise
-        check(cuda.cuGraphDestroy(graph), "cuGraphDestroy")
+        self._template = graph
+
+    def _node_param_steps(self, graph: ctypes.c_void_p) -> list[tuple[Callable, tuple, str]]:
+        """Per launch, in order, the step that writes its parameter block's values into its kernel node
+        in `graph` (which holds them now: that is how each node is told from the others)."""
+        cuda = cuda_driver()
+        count = ctypes.c_size_t()
+        check(cuda.cuGraphGetNodes(graph, None, ctypes.byref(count)), "cuGraphGetNodes")
+        nodes = (ctypes.c_void_p * count.value)()
+        check(cuda.cuGraphGetNodes(graph, nodes, ctypes.byref(count)), "cuGraphGetNodes")
+        steps: list = [None] * len(self.params)
+        for node in nodes:
+            node_type = ctypes.c_int()
+            check(cuda.cuGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(node_type)), "cuGraphNodeGetType")
+            if node_type.value != _GRAPH_NODE_TYPE_KERNEL:
+                continue
+            recorded = _KernelNodeParams()
+            check(cuda.cuGraphKernelNodeGetParams_v2(ctypes.c_void_p(node), ctypes.byref(recorded)),
+                  "cuGraphKernelNodeGetParams")
+            j = next((j for j, p in enumerate(self.params) if steps[j] is None and p.recorded_as(recorded)), None)
+            if j is None:
+                raise RuntimeError("a recorded kernel node matches none of the call's launches")
+            recorded.kernelParams, recorded.extra = self.params[j].array, None  # the values the driver copies
+            steps[j] = (cuda.cuGraphKernelNodeSetParams_v2, (ctypes.c_void_p(node), ctypes.byref(recorded)),
+                        "cuGraphKernelNodeSetParams")
+        if None in steps:
+            raise RuntimeError(f"launch {steps.index(None)} has no kernel node in the recorded graph")
+        return steps
 
     def _write_values(self, addresses: tuple[int, ...], eps: float, workspace_base: int) -> None:
         for position, slot in self._caller_pointers:
@@ -393,6 +459,9 @@ class CallGraph:
         already made complete)."""
         cuda = cuda_driver()
         errors = []
+        if self._template.value:
+            errors.append(("cuGraphDestroy", cuda.cuGraphDestroy(self._template)))
+            self._template = ctypes.c_void_p()
         if self.graph_exec.value:
             errors.append(("cuGraphExecDestroy", cuda.cuGraphExecDestroy(self.graph_exec)))
             self.graph_exec = ctypes.c_void_p()

@@ -42,11 +42,15 @@ def test_graph_cache_keeps_the_most_recently_used():
 
 class FakeDriver:
     """Answers every driver call with success, creating a handle in each handle out-parameter,
-    except those named in `failing`, which return CUresult 1."""
+    except those named in `failing`, which return CUresult 1. A stream capture makes a graph whose
+    kernel nodes are the launches recorded in it (read back by cuGraphGetNodes and
+    cuGraphKernelNodeGetParams_v2)."""
 
     def __init__(self, *failing: str):
         self.failing = failing
         self.calls: list[str] = []
+        self.recording: list[tuple] = []  # the launches of the capture in progress
+        self.nodes: list[tuple] = []  # the kernel nodes of the last graph captured
 
     def __getattr__(self, name):
         def call(*args):
@@ -57,16 +61,50 @@ class FakeDriver:
                 handle = getattr(arg, "_obj", None)  # ctypes.byref(c_void_p())
                 if isinstance(handle, ctypes.c_void_p) and not handle.value:
                     handle.value = 0x1000 + len(self.calls)
-            return 0
+            own = self.__dict__.get(f"_{name}")  # a test's own answer
+            if own is not None:
+                return own(*args)
+            method = getattr(type(self), f"_{name}", None)
+            return method(self, *args) if method else 0
         return call
 
+    FAKE_KERNEL_PARAMETERS = 4  # x, n, the two scratch pointers: 8 bytes each
 
-def _fake_call_graph_inputs(afters: tuple[tuple[int, ...], ...] = ((),)):
-    """A call of one fake kernel launched once per entry of `afters` (its `after` lists)."""
+    def _cuLaunchKernel(self, function, grid, _y, _z, threads, _ty, _tz, shared, _stream, params, _extra):
+        """The node keeps a copy of each parameter's value, as the driver does."""
+        values = [ctypes.create_string_buffer(ctypes.string_at(params[i], 8), 8)
+                  for i in range(self.FAKE_KERNEL_PARAMETERS)]
+        self.recording.append((function.value, grid.value, threads.value, shared.value, values))
+        return 0
+
+    def _cuStreamEndCapture(self, stream, graph_out):
+        self.nodes, self.recording = self.recording, []
+        return 0
+
+    def _cuGraphGetNodes(self, graph_, nodes, count):
+        if nodes is not None:
+            for k in range(len(self.nodes)):
+                nodes[k] = 0x100 + k
+        count._obj.value = len(self.nodes)
+        return 0
+
+    def _cuGraphKernelNodeGetParams_v2(self, node, params):
+        function, grid, threads, shared, values = self.nodes[node.value - 0x100]
+        recorded = params._obj
+        recorded.func, recorded.gridDimX, recorded.blockDimX, recorded.sharedMemBytes = function, grid, threads, shared
+        recorded.kernelParams = (ctypes.c_void_p * len(values))(*map(ctypes.addressof, values))
+        return 0
+
+
+def _fake_call_graph_inputs(afters: tuple[tuple[int, ...], ...] = ((),), buffers: tuple[str, ...] = ()):
+    """A call of one fake kernel launched once per entry of `afters` (its `after` lists), reading
+    buffer "x" or the launch's entry of `buffers`."""
     kernel = SimpleNamespace(arg_names=["x", "n"])
-    launches = tuple(Launch(kernel, 3, (Buffer("x", torch.float32, (4,)), 4), {}, {}, after=a) for a in afters)
+    names = buffers or ("x",) * len(afters)
+    launches = tuple(Launch(kernel, 3, (Buffer(name, torch.float32, (4,)), 4), {}, {}, after=a)
+                     for a, name in zip(afters, names))
     compiled = SimpleNamespace(
-        name="fake_kernel", function=1234, src=SimpleNamespace(signature={"x": "*fp32", "n": "i32"}),
+        name="fake_kernel", function=1234, src=SimpleNamespace(signature={"x": "*fp32", "n": "i64"}),
         metadata=SimpleNamespace(global_scratch_size=0, profile_scratch_size=0, num_warps=4, shared=0,
                                  tensordesc_meta=None))
     return (SimpleNamespace(launches=launches, workspaces=(), workspace_offsets=(), workspace_bytes=1),
@@ -100,17 +138,64 @@ def _launch_once(driver: FakeDriver, monkeypatch, afters=((),)) -> graph.CallGra
     return call_graph
 
 
-def test_each_call_is_recorded_then_written_into_the_kept_graph(monkeypatch):
+def _driver_calls(driver: FakeDriver) -> list[str]:
+    return [c for c in driver.calls if c.startswith(("cuStream", "cuLaunch", "cuGraph"))]
+
+
+def test_the_first_call_records_later_calls_write_their_values_into_the_recording(monkeypatch):
     driver = FakeDriver()
-    call_graph = _launch_once(driver, monkeypatch)
-    recorded = ["cuStreamBeginCapture_v2", "cuLaunchKernel", "cuStreamEndCapture"]
-    assert [c for c in driver.calls if c.startswith(("cuStream", "cuLaunch", "cuGraph"))] == [
-        "cuStreamIsCapturing", *recorded, "cuGraphInstantiateWithFlags", "cuGraphDestroy", "cuGraphLaunch"]
+    call_graph = _launch_once(driver, monkeypatch, afters=((), (0,)))
+    recorded = ["cuStreamBeginCapture_v2", "cuLaunchKernel", "cuLaunchKernel", "cuStreamEndCapture"]
+    found = ["cuGraphGetNodes", "cuGraphGetNodes"] + ["cuGraphNodeGetType", "cuGraphKernelNodeGetParams_v2"] * 2
+    assert _driver_calls(driver) == ["cuStreamIsCapturing", *recorded, *found, "cuGraphInstantiateWithFlags",
+                                     "cuGraphLaunch"]
     driver.calls.clear()
-    call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)  # the second call updates, not instantiates
-    assert [c for c in driver.calls if c.startswith(("cuStream", "cuLaunch", "cuGraph"))] == [
-        "cuStreamIsCapturing", *recorded, "cuGraphExecUpdate_v2", "cuGraphDestroy", "cuGraphLaunch"]
+    call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)  # new values: no recording, an update
+    assert _driver_calls(driver) == ["cuStreamIsCapturing", "cuGraphKernelNodeSetParams_v2",
+                                     "cuGraphKernelNodeSetParams_v2", "cuGraphExecUpdate_v2", "cuGraphLaunch"]
     assert call_graph.params[0].pointer_slots[0][1].value == 0x2100
+
+
+def test_each_launch_updates_the_node_recorded_with_its_values(monkeypatch):
+    """Two launches of one kernel that read different buffers, their nodes listed in any order:
+    each launch's update goes to the node recorded with its own values."""
+    driver = FakeDriver()
+    monkeypatch.setattr(graph, "_driver", driver)
+    call, compiled = _fake_call_graph_inputs(afters=((), (0,)), buffers=("x", "y"))
+    call_graph = graph.CallGraph(call, compiled, ("x", "y"))
+    call_graph.launch((0x2000, 0x2800), 1e-5, 0x3000, stream=0x4000)
+    driver.nodes.reverse()
+    steps = call_graph._node_param_steps(ctypes.c_void_p(0x7000))
+    recorded_x = [ctypes.c_uint64.from_buffer(driver.nodes[node.value - 0x100][4][0]).value for _, (node, _), _ in steps]
+    assert recorded_x == [0x2000, 0x2800]
+
+
+def test_a_node_is_recognised_by_its_function_launch_shape_and_values():
+    call, compiled = _fake_call_graph_inputs()
+    params = graph.KernelParams(call.launches[0], compiled[0])
+    params.pointer_slots[0][1].value = 0x2000
+    copies = [ctypes.create_string_buffer(ctypes.string_at(params.array[i], size), size)
+              for i, size in enumerate(params.sizes)]
+
+    def node(**changes):
+        recorded = graph._KernelNodeParams(func=1234, gridDimX=3, blockDimX=128, sharedMemBytes=0,
+                                           kernelParams=(ctypes.c_void_p * len(copies))(*map(ctypes.addressof, copies)))
+        for field, value in changes.items():
+            setattr(recorded, field, value)
+        return recorded
+
+    assert params.recorded_as(node())
+    assert not any(params.recorded_as(node(**c)) for c in ({"func": 999}, {"gridDimX": 4}, {"sharedMemBytes": 16}))
+    params.pointer_slots[0][1].value = 0x2100
+    assert not params.recorded_as(node())
+
+
+def test_a_recording_whose_nodes_match_no_launch_is_an_error_and_is_freed(monkeypatch):
+    driver = FakeDriver()
+    monkeypatch.setattr(driver, "_cuStreamEndCapture", lambda stream, graph_out: 0)  # a graph without the nodes
+    with pytest.raises(RuntimeError, match="^launch 0 has no kernel node in the recorded graph"):
+        _launch_once(driver, monkeypatch)
+    assert "cuGraphDestroy" in driver.calls and "cuGraphLaunch" not in driver.calls
 
 
 def test_a_call_with_the_last_calls_values_launches_the_kept_graph_as_it_is(monkeypatch):
@@ -118,24 +203,31 @@ def test_a_call_with_the_last_calls_values_launches_the_kept_graph_as_it_is(monk
     call_graph = _launch_once(driver, monkeypatch)
     driver.calls.clear()
     call_graph.launch((0x2000,), 1e-5, 0x3000, stream=0x4000)
-    assert [c for c in driver.calls if c.startswith(("cuStream", "cuLaunch", "cuGraph"))] == [
-        "cuStreamIsCapturing", "cuGraphLaunch"]
+    assert _driver_calls(driver) == ["cuStreamIsCapturing", "cuGraphLaunch"]
     for changed in [((0x2100,), 1e-5, 0x3000), ((0x2100,), 1e-6, 0x3000), ((0x2100,), 1e-6, 0x3100)]:
         driver.calls.clear()
         call_graph.launch(*changed, stream=0x4000)
         assert "cuGraphExecUpdate_v2" in driver.calls, changed
 
 
-def test_a_failed_recording_is_recorded_again_by_the_next_call(monkeypatch):
+@pytest.mark.parametrize("failing", ["cuLaunchKernel", "cuGraphKernelNodeSetParams_v2"])
+def test_a_failed_update_is_done_again_by_the_next_call(failing, monkeypatch):
+    """A recording (first call) or node update (later calls) that failed leaves the graph's values
+    unknown: the next call with the same values writes them again instead of launching the graph."""
     driver = FakeDriver()
-    call_graph = _launch_once(driver, monkeypatch)
-    driver.failing = ("cuLaunchKernel",)
-    with pytest.raises(RuntimeError, match="^cuLaunchKernel failed"):
+    monkeypatch.setattr(graph, "_driver", driver)
+    call, compiled = _fake_call_graph_inputs()
+    call_graph = graph.CallGraph(call, compiled, ("x",))
+    if failing != "cuLaunchKernel":
+        call_graph.launch((0x2000,), 1e-5, 0x3000, stream=0x4000)
+    driver.failing = (failing,)
+    with pytest.raises(RuntimeError, match=f"^{failing.removesuffix('_v2')} failed"):
         call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)
     driver.failing = ()
     driver.calls.clear()
-    call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)  # the same values: recorded, not skipped
-    assert "cuStreamBeginCapture_v2" in driver.calls and driver.calls[-1] == "cuGraphLaunch"
+    call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)  # the same values: written, not skipped
+    writes = "cuStreamBeginCapture_v2" if failing == "cuLaunchKernel" else "cuGraphKernelNodeSetParams_v2"
+    assert writes in driver.calls and driver.calls[-1] == "cuGraphLaunch", driver.calls
 
 
 def test_a_descriptor_is_encoded_only_where_its_address_changes(monkeypatch):
@@ -167,11 +259,10 @@ def test_a_refused_update_instantiates_anew(monkeypatch):
     driver.calls.clear()
     call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)
     tail = driver.calls[driver.calls.index("cuGraphExecUpdate_v2"):]
-    assert tail == ["cuGraphExecUpdate_v2", "cuGraphExecDestroy", "cuGraphInstantiateWithFlags", "cuGraphDestroy",
-                    "cuGraphLaunch"]
+    assert tail == ["cuGraphExecUpdate_v2", "cuGraphExecDestroy", "cuGraphInstantiateWithFlags", "cuGraphLaunch"]
 
 
-def test_a_failed_update_is_an_error_and_frees_the_recording(monkeypatch):
+def test_a_failed_update_is_an_error_and_keeps_the_recording(monkeypatch):
     """An update error other than a refusal (e.g. a sticky error from a faulted kernel) is raised."""
     driver = RefusingDriver(0)
     call_graph = _launch_once(driver, monkeypatch)
@@ -179,26 +270,35 @@ def test_a_failed_update_is_an_error_and_frees_the_recording(monkeypatch):
     driver.calls.clear()
     with pytest.raises(RuntimeError, match=r"^cuGraphExecUpdate \(update result 0\) failed: CUresult 700"):
         call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)
-    assert driver.calls[-1] == "cuGraphDestroy" and call_graph.graph_exec.value
+    assert "cuGraphDestroy" not in driver.calls and call_graph.graph_exec.value and call_graph._template.value
 
 
 def test_a_failed_free_of_the_recording_does_not_hide_the_error(monkeypatch):
-    driver = RefusingDriver(0)
-    call_graph = _launch_once(driver, monkeypatch)
-    driver.result, driver.failing = 700, ("cuGraphDestroy",)
-    with pytest.raises(RuntimeError, match="^cuGraphExecUpdate") as raised:
-        call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)
+    driver = FakeDriver("cuGraphNodeGetType", "cuGraphDestroy")
+    with pytest.raises(RuntimeError, match="^cuGraphNodeGetType failed") as raised:
+        _launch_once(driver, monkeypatch)
     assert any("cuGraphDestroy then failed too" in note for note in raised.value.__notes__)
 
 
+def test_destroy_frees_the_recording_and_the_executable_graph(monkeypatch):
+    driver = FakeDriver()
+    call_graph = _launch_once(driver, monkeypatch)
+    driver.calls.clear()
+    call_graph.destroy()
+    assert driver.calls[:2] == ["cuGraphDestroy", "cuGraphExecDestroy"]
+    assert not call_graph._template.value and not call_graph.graph_exec.value
+
+
 @pytest.mark.parametrize("failing", ["cuLaunchKernel", "cuGraphInstantiateWithFlags"])
-def test_a_failed_recording_ends_the_capture_and_frees_the_graph(failing, monkeypatch):
+def test_a_failed_first_call_ends_the_capture_and_launches_nothing(failing, monkeypatch):
     driver = FakeDriver(failing)
     with pytest.raises(RuntimeError, match=f"^{failing.removesuffix('WithFlags')} failed"):
         _launch_once(driver, monkeypatch)
     assert "cuStreamEndCapture" in driver.calls  # the private stream is not left capturing
     after_failure = driver.calls[driver.calls.index(failing) + 1:]
-    assert "cuGraphDestroy" in after_failure and "cuGraphLaunch" not in after_failure, driver.calls
+    assert "cuGraphLaunch" not in after_failure, driver.calls
+    if failing == "cuLaunchKernel":  # the recording is freed
+        assert "cuGraphDestroy" in after_failure, driver.calls
 
 
 class CapturingDriver(FakeDriver):

@@ -1,0 +1,89 @@
+"""Host time of a call with the same buffers, step by step (issue 15: a drained call at 131072 tokens
+took 80-100 us of host time against ~23 at 128 tokens, in every run since v27). Each step of
+ffn_backward._run_graph and CallGraph.launch is replicated with perf_counter between steps, for calls
+after a synchronize (drained) and back to back; medians of `--calls`.
+
+    PYTHONPATH=. python bench/experiments/host_steps.py 128,17312,131072 [--calls 200]   # on the GPU machine
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+from bench.experiments.workload_case import description, workload_case, workload_tokens
+from bench.gpu import require_gpu
+from evaluation.provenance import provenance
+from evaluation.staging import int_at_least
+from solution import ffn_backward, graph
+from solution.arguments import check_arguments
+
+STEPS = ("check_arguments", "graph_cache", "workspace", "stream", "context_and_is_capturing", "graph_launch",
+         "workspace_freed")
+
+
+def one_call(tensors: tuple, eps: float) -> list[float]:
+    """ffn_backward._run_graph's steps for a call whose values the kept graph holds: perf_counter stamps."""
+    stamps = [time.perf_counter()]
+    dims, addresses, aligned = check_arguments(tensors, eps)
+    stamps.append(time.perf_counter())
+    call_graph = ffn_backward._graphs.get((dims, None, True), None)
+    stamps.append(time.perf_counter())
+    flat = torch.empty(call_graph.workspace_bytes, dtype=torch.uint8, device=dims.device)
+    stamps.append(time.perf_counter())
+    stream = ctypes.c_void_p(torch._C._cuda_getCurrentRawStream(dims.device.index))
+    stamps.append(time.perf_counter())
+    if (addresses, eps, flat.data_ptr()) != call_graph._graph_values:
+        raise RuntimeError("the kept graph does not hold this call's values: the same-buffer path is not the one timed")
+    cuda = graph.cuda_driver()
+    with call_graph._lock:
+        call_graph._make_context_current()
+        capturing = ctypes.c_int()
+        graph.check(cuda.cuStreamIsCapturing(stream, ctypes.byref(capturing)), "cuStreamIsCapturing")
+        stamps.append(time.perf_counter())
+        graph.check(cuda.cuGraphLaunch(call_graph.graph_exec, stream), "cuGraphLaunch")
+    stamps.append(time.perf_counter())
+    del flat
+    stamps.append(time.perf_counter())
+    return stamps
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
+    parser.add_argument("--calls", type=int_at_least(10), default=200)
+    args = parser.parse_args(argv)
+    require_gpu("host_steps")
+    rows = []
+    for t in args.tokens:
+        _, inputs, outputs = workload_case(t)
+        tensors, eps = (*inputs[:10], *outputs), inputs[10]
+        for _ in range(3):
+            ffn_backward.run(*inputs, *outputs)
+        torch.cuda.synchronize()
+        row = {"tokens": t}
+        for mode in ("drained", "back to back"):
+            stamps = []
+            for _ in range(args.calls):
+                stamps.append(one_call(tensors, eps))
+                if mode == "drained":
+                    torch.cuda.synchronize()
+            torch.cuda.synchronize()
+            row[mode] = {name: statistics.median((s[k + 1] - s[k]) * 1e6 for s in stamps) for k, name in enumerate(STEPS)}
+            row[mode]["call"] = statistics.median((s[-1] - s[0]) * 1e6 for s in stamps)
+        rows.append(row)
+        print(t, {m: {k: round(v, 1) for k, v in row[m].items()} for m in ("drained", "back to back")}, flush=True)
+        del inputs, outputs, tensors
+    with open(os.path.join(os.environ.get("OUT", "."), "host_steps.json"), "w") as f:
+        json.dump({"provenance": provenance(f"host time by step (us, median of {args.calls} calls), ffn_backward._run_graph "
+                                            "and CallGraph.launch replicated for calls with the same buffers, after a "
+                                            "synchronize (drained) and back to back"), "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
