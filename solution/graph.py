@@ -18,12 +18,14 @@ from the data is kept: the parameter blocks hold addresses, TMA descriptors of t
 per process.
 
 Why not write the values into the executable graph's nodes directly
-(cuGraphExecKernelNodeSetParams), as v16 did: measured on an H200 under the benchmark's timer,
-every kernel after the first in a graph whose nodes were made by cuGraphAddKernelNode or updated that
-way ran ~0.4-1 us longer than in a graph recorded by stream capture, whether that one was
-instantiated anew, updated by cuGraphExecUpdate or relaunched unchanged
-(results/launch_mechanism_fc19175.json, results/graph_update_2e42506.json). A new executable graph
-each call is as fast on the GPU and costs 30-66 us more host time than the update.
+(cuGraphExecKernelNodeSetParams, no template update): in v16, which did so, every kernel after the
+first ran ~0.4-1 us longer on an H200 under the benchmark's timer than in a graph recorded by stream
+capture and updated by cuGraphExecUpdate (results/launch_mechanism_fc19175.json,
+results/graph_update_2e42506.json). Session 23's A/B found it as fast on the GPU as the template
+update, on captured nodes (results/graph_update_ab_1fe8c3e.json), and within the host's noise of
+it; the template update, ~1 us of host time, keeps the executable graph written only by whole-graph
+updates, the form measured fast since v17. A new executable graph each call is as fast on the GPU
+and costs 30-66 us more host time than the update.
 
 The parameter block of a Triton kernel is laid out here the way Triton 3.6's own launcher lays it
 out (triton/backends/nvidia/driver.py, `make_launcher`): one entry per parameter that is not a
@@ -192,7 +194,6 @@ class KernelParams:
         # the rest of the launch, as Triton's launcher makes it: a 1-D grid, one CTA per program
         self.function, self.grid, self.threads, self.shared_bytes = (
             compiled.function, launch.grid, 32 * meta.num_warps, meta.shared)
-
 
     def recorded_as(self, node: _KernelNodeParams) -> bool:
         """Whether a recorded kernel node launches this kernel with the values now in this block."""
