@@ -31,13 +31,7 @@ from .gelu_backward_ws import gelu_backward_ws_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
 from .weight_grad_gemm import weight_grad_fp32_kernel, weight_grad_kernel, weight_grad_programs
-from .weight_grad_ws import KERNEL_REGISTERS as WEIGHT_WS_KERNEL_REGISTERS
-from .weight_grad_ws import arrival_counters as weight_ws_arrival_counters
-from .weight_grad_ws import fits as weight_ws_fits
-from .weight_grad_ws import programs as weight_ws_programs
-from .weight_grad_ws import supports as weight_ws_supports
-from .weight_grad_ws import SPLITS as WEIGHT_WS_SPLITS
-from .weight_grad_ws import weight_grad_ws_kernel
+from . import weight_grad_ws
 
 WORKSPACE_ALIGNMENT = 256  # bytes
 _GLUON_TYPES = {torch.float16: gl.float16, torch.float32: gl.float32}
@@ -147,9 +141,9 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     chunk = for_tokens(plan.fp16_chunk, M)
     # else fp16 copies of hidden_states and gelu_output: stage 1 makes them, or gelu_output's the copy launch
     fp32_stage4 = M >= plan.stage4_reads_fp32_from
-    if g4.warp_specialized and not weight_ws_supports(g4.block_m, g4.block_n):
+    if g4.warp_specialized and not weight_grad_ws.supports(g4.block_m, g4.block_n):
         raise ValueError(f"plan.weight_gemm: the warp-specialized stage 4 takes 128 x (at most 256) tiles, not {g4}")
-    if fp32_stage4 and g4.warp_specialized and not weight_ws_fits(H, I, g4.block_m, g4.block_n):
+    if fp32_stage4 and g4.warp_specialized and not weight_grad_ws.fits(H, I, g4.block_m, g4.block_n):
         # the warp-specialized kernel's tiles must divide both weights (always so through ffn_backward,
         # whose H and I are powers of two from 256 on); otherwise the copies, made in stage 1, and the
         # plan's last Triton stage-4 configuration (untuned there)
@@ -190,9 +184,9 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # first), zeroed by stage 1
     tiles3 = triton.cdiv(M, g3.block_m) * (H // g3.block_n)
     input_partials = Buffer("input_partials", f32, (tiles3, g3.splits, g3.block_m, g3.block_n)) if g3.splits > 1 else None
-    weight_partials = Buffer("weight_partials", f32, (WEIGHT_WS_SPLITS.value, 2 * H * I)) if ws_stage4 else None
+    weight_partials = Buffer("weight_partials", f32, (weight_grad_ws.SPLITS.value, 2 * H * I)) if ws_stage4 else None
     counters3 = tiles3 if g3.splits > 1 else 0
-    counters = counters3 + (weight_ws_arrival_counters(H, I, g4.block_m, g4.block_n) if ws_stage4 else 0)
+    counters = counters3 + (weight_grad_ws.arrival_counters(H, I, g4.block_m, g4.block_n) if ws_stage4 else 0)
     arrivals = Buffer("arrivals", torch.int32, (counters,)) if counters else None
     workspaces = tuple(w for w in (grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16,
                                    fc1_weight_f16, fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials,
@@ -240,13 +234,13 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     if ws_stage4:  # Hopper: the caller's fp32 gelu_output and hidden_states in the MMA warpgroups' registers
         half_q = g4.block_m // 2  # the fp32 tiles' halves, one an MMA warpgroup
         stage4 = Launch(
-            weight_grad_ws_kernel, weight_ws_programs(H, I, g4.block_m, g4.block_n),
+            weight_grad_ws.weight_grad_ws_kernel, weight_grad_ws.programs(H, I, g4.block_m, g4.block_n),
             (Tiles(grad_residual_f16, (g4.block_k, g4.block_n), gluon=True),
              Tiles(gelu_output, (g4.block_k, half_q), gluon=True),
              Tiles(grad_fc1_output, (g4.block_k, g4.block_n), gluon=True),
              Tiles(hidden_states, (g4.block_k, half_q), gluon=True),
              weight_partials, arrivals, counters3, grad_fc2_weight, grad_fc1_weight, M),
-            dict(H=H, I=I, STAGES=g4.num_stages), dict(num_warps=4, maxnreg=WEIGHT_WS_KERNEL_REGISTERS),
+            dict(H=H, I=I, STAGES=g4.num_stages), dict(num_warps=4, maxnreg=weight_grad_ws.KERNEL_REGISTERS),
             after=stage4_after)
     else:
         if fp32_stage4:  # the caller's fp32 gelu_output and hidden_states as A operands (block_m: their side)
