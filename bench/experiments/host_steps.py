@@ -1,7 +1,9 @@
-"""Host time of a call with the same buffers, step by step (issue 15: a drained call at 131072 tokens
-took 80-100 us of host time against ~23 at 128 tokens, in every run since v27). Each step of
-ffn_backward._run_graph and CallGraph.launch is replicated with perf_counter between steps, for calls
-after a synchronize (drained) and back to back; medians of `--calls`.
+"""Host time of a call, step by step (issue 15: a drained call at 131072 tokens took 80-100 us of
+host time against ~23 at 128 tokens, in every run since v27). Each step of ffn_backward._run_graph
+and CallGraph.launch is replicated with perf_counter between steps, for calls with the same buffers
+after a synchronize (drained) and back to back, and for calls back to back that alternate between
+two sets of buffers (fresh addresses: the values written, the template's kernel nodes and the
+executable graph updated); medians of `--calls`.
 
     PYTHONPATH=. python bench/experiments/host_steps.py 128,17312,131072 [--calls 200]   # on the GPU machine
 """
@@ -24,10 +26,13 @@ from solution.arguments import check_arguments
 
 STEPS = ("check_arguments", "graph_cache", "workspace", "stream", "context_and_is_capturing", "graph_launch",
          "workspace_freed")
+FRESH_STEPS = ("check_arguments", "graph_cache", "workspace", "stream", "context_and_is_capturing", "write_values",
+               "node_updates", "exec_update", "graph_launch", "workspace_freed")
 
 
-def one_call(tensors: tuple, eps: float) -> list[float]:
-    """ffn_backward._run_graph's steps for a call whose values the kept graph holds: perf_counter stamps."""
+def one_call(tensors: tuple, eps: float, fresh: bool = False) -> list[float]:
+    """ffn_backward._run_graph's steps, perf_counter stamps between them: for a call whose values the
+    kept graph holds (fresh False), or one whose addresses differ from the last call's (fresh True)."""
     stamps = [time.perf_counter()]
     dims, addresses, aligned = check_arguments(tensors, eps)
     stamps.append(time.perf_counter())
@@ -37,19 +42,36 @@ def one_call(tensors: tuple, eps: float) -> list[float]:
     stamps.append(time.perf_counter())
     stream = ctypes.c_void_p(torch._C._cuda_getCurrentRawStream(dims.device.index))
     stamps.append(time.perf_counter())
-    if (addresses, eps, flat.data_ptr()) != call_graph._graph_values:
-        raise RuntimeError("the kept graph does not hold this call's values: the same-buffer path is not the one timed")
+    values = (addresses, eps, flat.data_ptr())
+    if (values != call_graph._graph_values) != fresh:
+        raise RuntimeError(f"the kept graph {'holds' if fresh else 'does not hold'} this call's values: "
+                           "not the path meant to be timed")
     cuda = graph.cuda_driver()
     with call_graph._lock:
         call_graph._make_context_current()
         capturing = ctypes.c_int()
         graph.check(cuda.cuStreamIsCapturing(stream, ctypes.byref(capturing)), "cuStreamIsCapturing")
         stamps.append(time.perf_counter())
+        if fresh:
+            call_graph._write_values(*values)
+            call_graph._graph_values = None
+            stamps.append(time.perf_counter())
+            graph._run_steps(call_graph._set_node_params)
+            stamps.append(time.perf_counter())
+            call_graph._write_into_exec(call_graph._template)
+            call_graph._graph_values = values
+            stamps.append(time.perf_counter())
         graph.check(cuda.cuGraphLaunch(call_graph.graph_exec, stream), "cuGraphLaunch")
     stamps.append(time.perf_counter())
     del flat
     stamps.append(time.perf_counter())
     return stamps
+
+
+def _medians(stamps: list[list[float]], steps: tuple[str, ...]) -> dict[str, float]:
+    row = {name: statistics.median((s[k + 1] - s[k]) * 1e6 for s in stamps) for k, name in enumerate(steps)}
+    row["call"] = statistics.median((s[-1] - s[0]) * 1e6 for s in stamps)
+    return row
 
 
 def main(argv: list[str]) -> int:
@@ -73,15 +95,21 @@ def main(argv: list[str]) -> int:
                 if mode == "drained":
                     torch.cuda.synchronize()
             torch.cuda.synchronize()
-            row[mode] = {name: statistics.median((s[k + 1] - s[k]) * 1e6 for s in stamps) for k, name in enumerate(STEPS)}
-            row[mode]["call"] = statistics.median((s[-1] - s[0]) * 1e6 for s in stamps)
+            row[mode] = _medians(stamps, STEPS)
+        # a second set of buffers (copies of the first): each call's addresses differ from the last's
+        other = (*(x.clone() for x in tensors[:10]), *(torch.empty_like(x) for x in tensors[10:]))
+        stamps = [one_call(tensors if k % 2 else other, eps, fresh=True) for k in range(args.calls)]
+        torch.cuda.synchronize()
+        row["fresh, back to back"] = _medians(stamps, FRESH_STEPS)
+        del other
         rows.append(row)
-        print(t, {m: {k: round(v, 1) for k, v in row[m].items()} for m in ("drained", "back to back")}, flush=True)
+        print(t, {m: {k: round(v, 1) for k, v in steps.items()} for m, steps in row.items() if m != "tokens"}, flush=True)
         del inputs, outputs, tensors
     with open(os.path.join(os.environ.get("OUT", "."), "host_steps.json"), "w") as f:
         json.dump({"provenance": provenance(f"host time by step (us, median of {args.calls} calls), ffn_backward._run_graph "
                                             "and CallGraph.launch replicated for calls with the same buffers, after a "
-                                            "synchronize (drained) and back to back"), "rows": rows}, f, indent=1)
+                                            "synchronize (drained) and back to back, and for calls back to back "
+                                            "alternating between two sets of buffers (fresh addresses)"), "rows": rows}, f, indent=1)
     return 0
 
 
