@@ -144,18 +144,23 @@ def render(results: dict, source: str) -> str:
 def render_real_use(results: dict, source: str) -> str:
     p = results["provenance"]
     busy = all("host_busy_us" in r for r in results["rows"])  # written by real_use.py from aabb90b on
+    layers = {r.get("layers") for r in results["rows"]}  # buffers of a model's layers in turn: from session 24 on
+    layers = layers.pop() if len(layers) == 1 and None not in layers else None
     lines = [
         f"Measured on {p['gpu']} (torch {p['torch']}, triton {p['triton']}), commit {p['commit']}, {p['date']}. "
         f"Source: `{source}`. Per call, in µs: host time of one call (no synchronize; median), after the GPU "
         "drained" + (", and during back-to-back calls" if busy else "") + "; wall-clock per "
         "call over back-to-back calls with one synchronize at the end (same buffers every call; a fresh set of "
-        "addresses every call), and the official-style GPU latency of the same call.",
+        "addresses every call" + (f"; {layers} sets of buffers in turn, as a model's layers call" if layers else "")
+        + "), and the official-style GPU latency of the same call.",
         "",
         "| workload | tokens | host | " + ("host, back-to-back | " if busy else "")
-        + "back-to-back | back-to-back, fresh addresses | GPU latency |",
-        "|---|---:|---:|" + ("---:|" if busy else "") + "---:|---:|---:|",
+        + "back-to-back | back-to-back, fresh addresses | " + (f"back-to-back, {layers} layers | " if layers else "")
+        + "GPU latency |",
+        "|---|---:|---:|" + ("---:|" if busy else "") + "---:|---:|" + ("---:|" if layers else "") + "---:|",
         *[f"| {r['label']} | {r['tokens']} | {r['host_us']:.1f} | " + (f"{r['host_busy_us']:.1f} | " if busy else "")
-          + f"{r['wall_same_us']:.1f} | {r['wall_fresh_us']:.1f} | {r['gpu_us']:.1f} |" for r in results["rows"]],
+          + f"{r['wall_same_us']:.1f} | {r['wall_fresh_us']:.1f} | "
+          + (f"{r['wall_layers_us']:.1f} | " if layers else "") + f"{r['gpu_us']:.1f} |" for r in results["rows"]],
     ]
     return "\n".join(lines)
 

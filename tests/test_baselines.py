@@ -244,9 +244,10 @@ def test_gemm_reference_is_timed_and_grows_with_the_tokens():
     assert set(entry) == {"latency_ms", "timer"} and entry["latency_ms"] > 0
 
 
-def _real_use(busy: bool) -> dict:
+def _real_use(busy: bool, layers: bool = False) -> dict:
     row = {"label": "B1xS128", "tokens": 128, "host_us": 57.7, "wall_same_us": 54.7, "wall_fresh_us": 82.6,
-           "gpu_us": 24.3, **({"host_busy_us": 31.5} if busy else {})}
+           "gpu_us": 24.3, **({"host_busy_us": 31.5} if busy else {}),
+           **({"layers": 4, "wall_layers_us": 36.2} if layers else {})}
     return {"provenance": {"gpu": "NVIDIA H200", "torch": "2.11", "triton": "3.6.0", "commit": "abc1234",
                            "date": "2026-12-03"}, "rows": [row]}
 
@@ -259,3 +260,13 @@ def test_real_use_table_shows_the_back_to_back_host_time_where_measured(busy):
     assert ("host, back-to-back" in header) == busy
     assert ("| 31.5 |" in row) == busy
     assert header.count("|") == row.count("|")
+
+
+@pytest.mark.parametrize("layers", [False, True])
+def test_real_use_table_shows_the_layers_in_turn_where_measured(layers):
+    table = readme_table.render_real_use(_real_use(True, layers), "results/real_use_x.json")
+    header = next(line for line in table.splitlines() if line.startswith("| workload"))
+    row = next(line for line in table.splitlines() if line.startswith("| B1xS128"))
+    assert ("back-to-back, 4 layers" in header) == layers and ("| 36.2 |" in row) == layers
+    assert header.count("|") == row.count("|") == next(line for line in table.splitlines()
+                                                       if line.startswith("|---")).count("|")
