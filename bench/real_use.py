@@ -11,7 +11,8 @@ pays the host time of the call. Per workload:
     the same input and output buffers every call;
   - wall_fresh_us: the same with a fresh set of addresses every call (the official timer's shifting
     pool, evaluation.shifting_pool, prepared before the clock starts); host_fresh_busy_us: the median
-    host time of one of those calls (each records its launches and updates the kept graph);
+    host time of one of those calls (each writes its addresses into the recorded launches and
+    updates an executable graph with them);
   - wall_layers_us: the same with LAYERS sets of addresses called in turn (a model's FFN layers,
     each with its own buffers, which the caching allocator hands out again step after step; each
     set called once before the clock starts); host_layers_busy_us: the median host time of one of
@@ -180,13 +181,14 @@ def main(argv=None) -> int:
         rows.append(add_gpu_latency(host_row, w, device))
         r = rows[-1]
         print(f"{w.label:>12} M={w.tokens:>6}: host {r['host_us']:7.1f} us, back-to-back {r['wall_same_us']:8.1f} "
-              f"(fresh addresses {r['wall_fresh_us']:8.1f}, {LAYERS} layers {r['wall_layers_us']:8.1f}) us, GPU {r['gpu_us']:8.1f} us, target wall "
+              f"(fresh addresses {r['wall_fresh_us']:8.1f}, {LAYERS} layers {r['wall_layers_us']:8.1f}) us, "
+              f"GPU {r['gpu_us']:8.1f} us, target wall "
               f"{r['target_wall_us']:8.1f}: {'ok' if r['meets_targets'] else 'MISSED'}", flush=True)
     with open(args.out, "w") as f:
         json.dump({"provenance": provenance(f"bench/real_use.py: host time of one call (perf_counter, median of "
                                             f"{args.calls}), back-to-back wall-clock per call over {args.calls} "
-                                            f"calls (same buffers; fresh addresses; {LAYERS} sets of buffers in turn), official-style GPU latency "
-                                            "(evaluation.timer)"),
+                                            f"calls (same buffers; fresh addresses; {LAYERS} sets of buffers in "
+                                            "turn), official-style GPU latency (evaluation.timer)"),
                    "rows": rows}, f, indent=1)
     missed = [r["label"] for r in rows if not r["meets_targets"]]
     print(f"{len(rows) - len(missed)} passed, {len(missed)} failed" + (f": {', '.join(missed)}" if missed else ""))

@@ -103,13 +103,14 @@ def main(argv: list[str]) -> int:
         row["fresh, back to back"] = _medians(stamps, FRESH_STEPS)
         del other
         rows.append(row)
-        print(t, {m: {k: round(v, 1) for k, v in steps.items()} for m, steps in row.items() if m != "tokens"}, flush=True)
+        print(t, {m: {k: round(v, 1) for k, v in steps.items()} for m, steps in row.items() if m != "tokens"},
+              flush=True)
         del inputs, outputs, tensors
     with open(os.path.join(os.environ.get("OUT", "."), "host_steps.json"), "w") as f:
-        json.dump({"provenance": provenance(f"host time by step (us, median of {args.calls} calls), ffn_backward._run_graph "
-                                            "and CallGraph.launch replicated for calls with the same buffers, after a "
-                                            "synchronize (drained) and back to back, and for calls back to back "
-                                            "alternating between two sets of buffers (fresh addresses)"), "rows": rows}, f, indent=1)
+        method = (f"host time by step (us, median of {args.calls} calls), ffn_backward._run_graph and "
+                  "CallGraph.launch replicated for calls with the same buffers, after a synchronize (drained) and "
+                  "back to back, and for calls back to back alternating between two sets of buffers (fresh addresses)")
+        json.dump({"provenance": provenance(method), "rows": rows}, f, indent=1)
     return 0
 
 
