@@ -1,7 +1,7 @@
 """Where a faster call moves the score most: each workload's SOL score and its elasticity, from an
 evaluator results file, and the geometric-mean score with some workloads' times replaced.
 
-    python bench/score_elasticity.py                                  # results/eval_36d906f.json
+    python bench/score_elasticity.py                                  # results/eval_b6c01ec.json
     python bench/score_elasticity.py --results FILE --what-if 131072=2428,17312=344
 
 Per workload, S = 1 / (1 + (T - T_SOL) / (T_b - T_SOL)) (evaluation.roofline.sol_score), on two
@@ -29,7 +29,7 @@ from pathlib import Path
 from evaluation.roofline import sol_score
 from reference.problem import ROOT
 
-RESULTS_FILE = ROOT / "results" / "eval_36d906f.json"
+RESULTS_FILE = ROOT / "results" / "eval_b6c01ec.json"
 
 
 class UsageError(Exception):

@@ -327,9 +327,10 @@ _SM90 = replace(
                (ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4))),
     # Beyond 2048 tokens stage 2 warp-specialized (gelu_backward_ws.py), 64x128 tiles, 4 operand
     # stages. Stage 2 alone against the persistent kernel above (official-style timer, us;
-    # results/stage2_prototypes_ws_98c5cb0.json, its 2984-token file _2984): 131072 tokens 769.7 vs
-    # 901.1, 17312: 109.6 vs 124.7, 7184: 48.4 vs 55.7, 2984: 24.5 vs 26.5, outputs bit-identical. The
-    # forms that lost there: without the TMA store (stored by pointers from the MMA layout) 969.5 /
+    # results/stage2_prototypes_ws_98c5cb0.json, at 2984 tokens
+    # results/stage2_prototypes_ws_98c5cb0_2984.json): 131072 tokens 769.7 vs 901.1, 17312: 109.6
+    # vs 124.7, 7184: 48.4 vs 55.7, 2984: 24.5 vs 26.5, outputs bit-identical. The forms that lost
+    # there: without the TMA store (stored by pointers from the MMA layout) 969.5 /
     # 135.7 / 56.9 / 28.6; three consumers (160 registers each) 990.6-997.5 at 131072. In the call
     # against v26 (3 interleaved rounds, results/solutions_ab_ws_6e71feb.json): 131072 tokens
     # 2714-2736 vs 2835-2854 us, 17312: 381.0-381.6 vs 395.6-396.2, 7184: 167.5-167.7 vs 174.3-174.8,

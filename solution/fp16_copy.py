@@ -1,10 +1,12 @@
 """gelu_output rounded to fp16 for stage 4, as a launch of its own beside stage 3.
 
-Where stage 4 contracts fp16 copies (Hopper: configs.py) and runs after stage 3 (beyond
-LaunchPlan.overlap_stages_3_4_up_to tokens), the 1.6 GB a 131072-token call spends on this copy
-(gelu_output read in fp32, written in fp16: 6 bytes an element) need not sit in stage 1, which is
-memory-bound already. Stage 3 (a GEMM over K = 2048: one 8-warp program an SM beyond 4096 tokens,
-two 4-warp ones below) leaves memory bandwidth, registers and threads free; this launch fills them.
+Where stage 4 contracts fp16 copies (below LaunchPlan.stage4_reads_fp32_from tokens) and runs after
+stage 3 (beyond LaunchPlan.overlap_stages_3_4_up_to tokens), that is on Hopper from 2049 to 4096
+tokens (configs.py), the copy (gelu_output read in fp32, written in fp16: 6 bytes an element, 50 MB
+at 4096 tokens) need not sit in stage 1, which is memory-bound already. Stage 3, a GEMM over
+K = 2048, leaves memory bandwidth, registers and threads free; this launch fills them. (When it came,
+in v26, stage 4 contracted copies at every size and this copy moved 1.6 GB at 131072 tokens; from
+v30 stage 4 reads the fp32 inputs beyond 4096 tokens.)
 It must be launched before stage 3 and ask for the largest shared-memory carveout (launches.py).
 Persistent: each program steps through the flat tensor BLOCK elements at a time.
 """

@@ -10,8 +10,8 @@ it is stored twice: fp32 for the residual add, fp16 as a GEMM operand. The colum
 tokens are
     grad_ln_weight = sum_m dy * xhat,   grad_ln_bias = sum_m dy,   grad_fc2_bias = sum_m dx;
 each row program keeps its own running sums and writes them to its row of `partials`
-(partials[p] = [grad_ln_weight, grad_ln_bias, grad_fc2_bias] sums of program p), which stage 4
-reduces in a fixed order (deterministic).
+(partials[p] = [grad_ln_weight, grad_ln_bias, grad_fc2_bias] sums of program p), which the column
+sums' launch (column_sums.py) reduces in a fixed order (deterministic).
 
 The same launch rounds the other GEMM operands to fp16 once, so that the GEMM kernels read 16-bit
 operands: both weights as flat chunks of CHUNK elements (the programs after the row programs, one
