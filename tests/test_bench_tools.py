@@ -138,7 +138,8 @@ def test_score_elasticity_is_the_derivative_of_the_score(capsys):
 # -- command lines: --help does no work; a bad argument is a usage error before the GPU check -------------
 
 HELP_TOOLS = sorted(f"bench/experiments/{p.name}" for p in (ROOT / "bench" / "experiments").glob("*.py")
-                    if p.name != "__init__.py") + ["bench/ptx_fingerprints.py", "tests/fixtures/make_fixtures.py"]
+                    if p.name != "__init__.py") + ["bench/ptx_fingerprints.py", "bench/results_index.py",
+                                                   "tests/fixtures/make_fixtures.py"]
 
 
 def _run_tool(path: str, *args: str, **env: str) -> subprocess.CompletedProcess:

@@ -1,31 +1,18 @@
-"""results/ stays indexed: every file in it has its line in results/README.md, and every `results/<name>`
-that the documents and the code cite is there (a `*` in a cited name matches any text, at least one file)."""
+"""results/ stays indexed: every file in it has its line in results/README.md, every `results/<name>`
+that the documents and the code cite is there (a `*` in a cited name matches any text, at least one
+file), and each line's "cited in" column is what bench/results_index.py writes."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
+from bench.results_index import CITATION, INDEX_ENTRY, NOWHERE, cited_in, citing_files, updated_index
 from reference.problem import ROOT
 
 RESULTS = ROOT / "results"
 INDEX = RESULTS / "README.md"
-CITING_FILES = ["README.md", "PERFORMANCE.md"]
-CITING_DIRS = ["docs", "solution", "bench", "evaluation"]
-CITING_SUFFIXES = (".md", ".py")
-# `results/<name>.<ext>`; a placeholder such as `results/eval_<commit>.json` names no file and does not match.
-CITATION = re.compile(r"results/([\w.*-]+\.\w+)")
-# An index line: `| \`<name>\` | ...`.
-INDEX_ENTRY = re.compile(r"^\| `([^`]+)` \|", re.MULTILINE)
-
-
-def citing_files(root: Path) -> list[Path]:
-    files = [root / name for name in CITING_FILES if (root / name).is_file()]
-    for directory in CITING_DIRS:
-        files += sorted(p for p in (root / directory).rglob("*") if p.suffix in CITING_SUFFIXES and p.is_file())
-    return files
 
 
 def citations(root: Path) -> list[tuple[str, str]]:
@@ -65,6 +52,11 @@ def test_every_cited_results_file_exists():
     assert missing_citations(ROOT) == []
 
 
+def test_the_cited_in_column_is_current():
+    index = INDEX.read_text(encoding="utf-8")
+    assert updated_index(index, cited_in(ROOT)) == index, "run python bench/results_index.py"
+
+
 @pytest.fixture
 def small_tree(tmp_path: Path) -> Path:
     """A repository with one indexed result, cited once by name and once by a pattern."""
@@ -94,3 +86,21 @@ def test_the_checks_catch_an_unindexed_file_a_dead_citation_and_a_stale_entry(sm
         "bench/tool.py:1: results/gone_*.json",
     ]
     assert stale_index_entries(small_tree / "results") == ["eval_abc1234.json"]
+
+
+def test_the_cited_in_column_names_documents_with_headings_and_sources_by_path(small_tree):
+    (small_tree / "results" / "README.md").write_text(
+        "| file |\n|---|\n| `eval_abc1234.json` | abc1234 | run | old |\n"
+        "| `ptx_abc1234.json` | abc1234 | beside `eval_abc1234.json` | old |\n")
+    (small_tree / "results" / "ptx_abc1234.json").write_text("{}\n")
+    (small_tree / "PERFORMANCE.md").write_text(
+        "# Log\n## v2 (abc1234): faster\nSee `results/eval_abc1234.json`.\n```bash\n# not a heading\n```\n"
+        "## Session 3 — more\n(`eval_abc1234.json` again; `results/ptx_*.json`)\n")
+    cells = cited_in(small_tree)
+    assert cells == {"eval_abc1234.json": "PERFORMANCE.md (v2; Session 3); results/README.md (ptx_abc1234.json)",
+                     "ptx_abc1234.json": "PERFORMANCE.md (Session 3)"}
+    (small_tree / "PERFORMANCE.md").write_text("nothing\n")
+    assert cited_in(small_tree)["ptx_abc1234.json"] == NOWHERE
+    index = (small_tree / "results" / "README.md").read_text()
+    assert updated_index(index, cited_in(small_tree)).splitlines()[2] == \
+        "| `eval_abc1234.json` | abc1234 | run | results/README.md (ptx_abc1234.json) |"
