@@ -12,7 +12,8 @@ split over K; the warp-specialized stage 4's token halves) are zeroed by stage 1
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 import torch
@@ -134,6 +135,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     M, H, I, device = dims.tokens, dims.hidden, dims.intermediate, dims.device
     f32, f16 = torch.float32, torch.float16
     g2, g3, g4 = for_tokens(plan.gelu_gemm, M), for_tokens(plan.input_gemm, M), for_tokens(plan.weight_gemm, M)
+    # stage 3's K split: each split a whole number of BLOCK_K steps (I = 256 has 2 steps of 128, not 4)
+    g3 = replace(g3, splits=math.gcd(g3.splits, I // g3.block_k))
     sms = multiprocessor_count(device)
     ln = for_tokens(plan.layernorm, M)
     row_programs = layernorm_row_programs(M, ln, sms)

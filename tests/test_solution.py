@@ -99,6 +99,35 @@ def test_live_draw(batch_size, seq_len, device, nan_outputs, outputs_pass):
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
+# Other model sizes the entry point takes (powers of two, 256 <= hidden <= intermediate), at the
+# corners: the smallest (I = 256: stage 3's K split, 4 programs a tile up to 256 tokens, has only 2
+# K steps of 128 there), hidden = intermediate, and a wider hidden.
+MODEL_SIZES = [pytest.param(4, 256, 256, id="H256-I256"), pytest.param(300, 256, 256, id="H256-I256-300-tokens"),
+               pytest.param(5, 256, 512, id="H256-I512"), pytest.param(3, 1024, 1024, id="H1024-I1024")]
+
+
+@pytest.mark.parametrize("tokens, hidden, intermediate", MODEL_SIZES)
+def test_other_model_sizes(tokens, hidden, intermediate, device, outputs_pass):
+    """The official draw cut to (hidden, intermediate) (or tiled up to it) gives the reference's results."""
+    drawn = dict(zip(reference.INPUT_NAMES, draw(1, tokens, device, seed=700 + hidden + intermediate)))
+    sizes = {"H": hidden, "I": intermediate}
+
+    def fit(t: torch.Tensor, dims: str) -> torch.Tensor:
+        for axis, d in enumerate(dims):
+            if d in sizes:
+                t = t.repeat_interleave(-(-sizes[d] // t.shape[axis]), dim=axis).narrow(axis, 0, sizes[d])
+        return t.contiguous()
+
+    layouts = {"grad_output": "BSH", "hidden_states": "BSH", "fc1_weight": "IH", "fc1_output": "BSI",
+               "gelu_output": "BSI", "fc2_weight": "HI", "residual_output": "BSH", "normalized": "BSH",
+               "var": "BS1", "ln_weight": "H"}
+    inputs = tuple(fit(drawn[n], layouts[n]) if n in layouts else drawn[n] for n in reference.INPUT_NAMES)
+    expected = dict(zip(reference.OUTPUT_NAMES, reference.run(*inputs)))
+    outputs = {name: torch.full_like(expected[name], float("nan")) for name in reference.OUTPUT_NAMES}
+    call(inputs, outputs)
+    outputs_pass(outputs, expected, LIVE_TOLERANCE)
+
+
 BY_TOKEN_TABLES = [pytest.param(field, entry, id=f"{field}-{entry}")
                    for field in ("fp16_chunk", "gelu_gemm", "input_gemm") for entry in range(len(getattr(configs.PLANS["cpu"], field)))]
 
