@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -22,8 +23,10 @@ def require_gpu(tool: str) -> torch.device:
 def writable(parser: argparse.ArgumentParser, **paths: str | None) -> None:
     """Each output file checked before any GPU work (a folder, or a place no folder can be made or
     written: a usage error naming the option), so that a run cannot end in a traceback after its
-    measurements; nothing is created here (make_folders does, once the GPU is there). `paths`:
-    option name (without dashes) -> the path given, or None."""
+    measurements; nothing is left here (make_folders makes the folders, once the GPU is there).
+    Whether a folder takes files is tried, not asked of os.access, which says yes to root
+    everywhere, /proc and /sys included. `paths`: option name (without dashes) -> the path given, or
+    None."""
     for option, path in paths.items():
         if path is None:
             continue
@@ -34,7 +37,12 @@ def writable(parser: argparse.ArgumentParser, **paths: str | None) -> None:
         existing = next(p for p in target.parents if p.exists())  # the nearest folder that is there
         if not existing.is_dir():
             parser.error(f"{flag} {path}: {existing} is a file, not a folder")
-        if not os.access(existing, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        try:
+            with tempfile.TemporaryFile(dir=existing):  # gone when closed
+                pass
+        except OSError as e:
+            parser.error(f"{flag} {path}: cannot write in {existing} ({e.strerror})")
+        if target.exists() and not os.access(target, os.W_OK):
             parser.error(f"{flag} {path}: not writable")
 
 
