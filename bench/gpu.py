@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
+
+from evaluation.staging import folder_refusal
 
 
 def require_gpu(tool: str) -> torch.device:
@@ -24,9 +25,7 @@ def writable(parser: argparse.ArgumentParser, **paths: str | None) -> None:
     """Each output file checked before any GPU work (a folder, or a place no folder can be made or
     written: a usage error naming the option), so that a run cannot end in a traceback after its
     measurements; nothing is left here (make_folders makes the folders, once the GPU is there).
-    Whether a folder takes files is tried, not asked of os.access, which says yes to root
-    everywhere, /proc and /sys included. `paths`: option name (without dashes) -> the path given, or
-    None."""
+    `paths`: option name (without dashes) -> the path given, or None."""
     for option, path in paths.items():
         if path is None:
             continue
@@ -34,14 +33,9 @@ def writable(parser: argparse.ArgumentParser, **paths: str | None) -> None:
         target = Path(path).absolute()
         if target.is_dir():
             parser.error(f"{flag} {path}: a folder, not a file")
-        existing = next(p for p in target.parents if p.exists())  # the nearest folder that is there
-        if not existing.is_dir():
-            parser.error(f"{flag} {path}: {existing} is a file, not a folder")
-        try:
-            with tempfile.TemporaryFile(dir=existing):  # gone when closed
-                pass
-        except OSError as e:
-            parser.error(f"{flag} {path}: cannot write in {existing} ({e.strerror})")
+        refusal = folder_refusal(target.parent)
+        if refusal:
+            parser.error(f"{flag} {path}: {refusal}")
         if target.exists() and not os.access(target, os.W_OK):
             parser.error(f"{flag} {path}: not writable")
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from evaluation import offline, report
 from evaluation.provenance import git_commit, host_cpu
-from evaluation.staging import (BenchmarkConfig, check_source_paths, int_at_least, load_solution,
+from evaluation.staging import (BenchmarkConfig, check_source_paths, folder_refusal, int_at_least, load_solution,
                                 normalize_solution, stage)
 from evaluation.trace import PASSED, RUNTIME_ERROR, TIMEOUT, dumps, make_trace
 from reference.problem import DEFINITION, ROOT, WORKLOAD_PATH
@@ -244,6 +244,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict]]:
         args.loaded_solution = read_solution(Path(args.solution))
     except ValueError as e:
         parser.error(str(e))
+    for flag, folder in (("--out", args.out), ("--cache-dir", args.cache_dir if args.offline else None)):
+        refusal = folder and folder_refusal(Path(folder))
+        if refusal:
+            parser.error(f"{flag} {folder}: {refusal}")
     return args, workloads
 
 
@@ -257,9 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         for workload in workloads:
             offline.ensure_fixture(Path(args.cache_dir), workload)
     config = BenchmarkConfig(warmup_runs=args.warmup, iterations=args.iterations)
-    staging = stage(DEFINITION, workloads, solution, config)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    staging = stage(DEFINITION, workloads, solution, config)
     side_path = (out / "side.jsonl").resolve()
     if args.keep_staging:
         print(f"staging: {staging}", file=sys.stderr)

@@ -187,6 +187,22 @@ def package_directory(
     }
 
 
+def folder_refusal(folder: Path) -> str | None:
+    """Why files cannot be written in `folder` (made with its parents where missing), or None. The
+    nearest folder that exists is tried with a temporary file (gone when closed), not asked of
+    os.access, which says yes to root everywhere, /proc and /sys included."""
+    folder = folder.absolute()
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        return f"cannot write in {existing} ({e.strerror})"
+    return None
+
+
 def int_at_least(minimum: int):
     """argparse type: an integer >= minimum (--rounds >= 1: round 0 sets the thread baseline; the
     evaluator's --warmup >= 0); the message names the value given."""

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -53,6 +54,10 @@ def _solution(**spec) -> dict:
     (["--timeout", "1e300"], "argument --timeout: '1e300': must be"),
     (["--baselines", "all,none"], "--baselines 'all,none': 'all' and 'none' stand alone"),
     (["--baselines", "eager,none"], "'all' and 'none' stand alone"),
+    (["--out", str(ROOT / "pyproject.toml" / "eval")], "pyproject.toml is a file, not a folder"),
+    *([(["--out", "/proc/no_folder"], "--out /proc/no_folder: cannot write in /proc"),
+       (["--offline", "--cache-dir", "/proc/no_folder"], "--cache-dir /proc/no_folder: cannot write in /proc")]
+      if Path("/proc/self").is_dir() else []),  # a folder nobody can write in, root included
 ])
 def test_bad_numbers_and_names_are_one_line_usage_errors(cli, capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:
