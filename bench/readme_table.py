@@ -166,8 +166,9 @@ def render_real_use(results: dict, source: str) -> str:
 
 
 def updated_readme(readme: str, table: str, begin: str = BEGIN, end: str = END) -> str:
-    if begin not in readme or end not in readme:
-        raise UsageError(f"the README has no {begin} ... {end} markers")
+    """The README with the text between `begin` and `end` (each there once, in that order) replaced."""
+    if readme.count(begin) != 1 or readme.count(end) != 1 or readme.index(begin) > readme.index(end):
+        raise UsageError(f"the README needs {begin} and then {end}, each once")
     start, stop = readme.index(begin) + len(begin), readme.index(end)
     return readme[:start] + "\n" + table + "\n" + readme[stop:]
 
@@ -209,8 +210,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         current = _read(args.readme, "README")
-        new = updated_readme(current, table_for(args.results))
-        new = updated_readme(new, table_for(args.real_use, render_real_use), REAL_USE_BEGIN, REAL_USE_END)
+        tables = []
+        for flag, path, render_table in (("--results", args.results, render), ("--real-use", args.real_use, render_real_use)):
+            try:
+                tables.append(table_for(path, render_table))
+            except UsageError as e:
+                raise UsageError(f"{flag}: {e}") from e
+        new = updated_readme(current, tables[0])
+        new = updated_readme(new, tables[1], REAL_USE_BEGIN, REAL_USE_END)
     except UsageError as e:
         print(f"readme_table: {e}", file=sys.stderr)
         return 2
@@ -219,7 +226,8 @@ def main(argv=None) -> int:
             print(f"{args.readme} is out of date: run python bench/readme_table.py", file=sys.stderr)
             return 1
         return 0
-    args.readme.write_text(new)
+    if new != current:
+        args.readme.write_text(new, encoding="utf-8")
     return 0
 
 

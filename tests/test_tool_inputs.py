@@ -68,6 +68,17 @@ def test_readme_table_refuses_a_results_file_it_cannot_render(change, words, tmp
     one_line(run_tool("bench/readme_table.py", "--results", str(path), "--readme", str(readme)), str(path), *words)
 
 
+@pytest.mark.parametrize("markers", ["<!-- perf:end -->\nold\n<!-- perf:begin -->", "<!-- perf:begin -->\n" * 2 + "<!-- perf:end -->"])
+def test_readme_table_refuses_markers_out_of_order_or_twice_and_leaves_the_file(markers, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{markers}\n<!-- real-use:begin -->\n<!-- real-use:end -->\n")
+    before = readme.read_text()
+    one_line(run_tool("bench/readme_table.py", "--readme", str(readme)), "each once")
+    assert readme.read_text() == before
+    other = run_tool("bench/readme_table.py", "--real-use", str(tmp_path / "none.json"), "--readme", str(readme))
+    one_line(other, "--real-use", "none.json")
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks what is refused before the GPU check")
 @pytest.mark.parametrize("argv, words", [
     (["bench/verify_workloads.py", "--rounds", "0"], ["--rounds 0"]),
