@@ -87,10 +87,13 @@ def load_rows(path: Path) -> list[dict]:
     return sorted(rows, key=lambda r: r["tokens"])
 
 
+MAX_WHAT_IF_US = 1e9  # a what-if time: 1000 s is past any sense already
+
+
 def parse_what_if(arg: str, tokens: set[int]) -> dict[int, float]:
     """'131072=2428,17312=344' -> {131072: 2.428, 17312: 0.344} (ms)."""
     out = {}
-    for item in filter(None, arg.split(",")):
+    for item in arg.split(","):
         try:
             k, us = item.split("=")
             k, us = int(k), float(us)
@@ -98,8 +101,10 @@ def parse_what_if(arg: str, tokens: set[int]) -> dict[int, float]:
             raise UsageError(f"--what-if {arg!r}: expected TOKENS=US[,TOKENS=US...]") from None
         if k not in tokens:
             raise UsageError(f"--what-if {item!r}: no workload of {k} tokens in the file")
-        if not (math.isfinite(us) and us > 0):
-            raise UsageError(f"--what-if {item!r}: the time must be a finite number of us above 0")
+        if k in out:
+            raise UsageError(f"--what-if {arg!r}: {k} tokens given twice")
+        if not 0 < us < MAX_WHAT_IF_US:
+            raise UsageError(f"--what-if {item!r}: the time must be a number of us above 0 and below {MAX_WHAT_IF_US:g}")
         out[k] = us / 1e3
     return out
 

@@ -582,6 +582,9 @@ def leads_table(tokens: int, plan: LaunchPlan) -> list[str]:
     return lines
 
 
+MAX_TOKENS = 2**31 - 1  # a bound on what the model is asked, far above any workload
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Bytes and FLOPs of each stage kernel, its roofline, and a predicted time")
     parser.add_argument("--tokens", type=int, nargs="+", help="token counts (default 128 2984 131072; with --kernels: a filter)")
@@ -591,8 +594,8 @@ def main(argv=None) -> int:
     if args.leads and args.kernels:
         parser.error("--leads predicts from the model; --kernels reads measurements: one or the other")
     try:
-        if args.tokens and min(args.tokens) < 1:
-            raise UsageError("--tokens must be positive")
+        if args.tokens and not all(1 <= t <= MAX_TOKENS for t in args.tokens):
+            raise UsageError(f"--tokens must be between 1 and {MAX_TOKENS}")
         if args.kernels:
             tables = [measured_table(row) for row in measured_rows(args.kernels, args.tokens)]
         else:

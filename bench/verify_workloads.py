@@ -54,6 +54,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: at least 1")
+    if not -2**63 <= args.seed < 2**64:  # what torch.manual_seed takes
+        parser.error(f"--seed {args.seed}: from -2**63 to 2**64 - 1")
     writable(parser, out=args.out)
     device = require_gpu("verify_workloads")
     make_folders(args.out)

@@ -42,8 +42,10 @@ def test_score_elasticity_refuses_misshapen_rows(rows, words, tmp_path):
     one_line(run_tool("bench/score_elasticity.py", "--results", str(path)), str(path), *words)
 
 
-@pytest.mark.parametrize("what_if, words", [("131072=inf", ["finite"]), ("131072=nan", ["finite"]),
-                                            ("131072=-1", ["finite"]), ("99=5", ["no workload of 99"])])
+@pytest.mark.parametrize("what_if, words", [("131072=inf", ["above 0 and below"]), ("131072=nan", ["above 0"]),
+                                            ("131072=-1", ["above 0"]), ("131072=1e300", ["below 1e+09"]),
+                                            ("99=5", ["no workload of 99"]), ("128=5,128=6", ["128 tokens given twice"]),
+                                            ("128=5,", ["expected TOKENS=US"])])
 def test_score_elasticity_refuses_impossible_times(what_if, words):
     one_line(run_tool("bench/score_elasticity.py", "--what-if", what_if), what_if, *words)
 

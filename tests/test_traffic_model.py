@@ -287,7 +287,8 @@ def test_cli_measured_and_leads(capsys):
 
 
 @pytest.mark.parametrize("argv", (["--kernels", "no/such.json"], ["--kernels", str(ROOT / "definition.json")],
-                                  ["--kernels", str(OVERLAP), "--tokens", "5"], ["--tokens", "0"]))
+                                  ["--kernels", str(OVERLAP), "--tokens", "5"], ["--tokens", "0"],
+                                  ["--tokens", str(2**70)]))
 def test_cli_bad_use_is_one_line(argv, capsys):
     assert tm.main(argv) == 2
     err = capsys.readouterr().err
