@@ -192,12 +192,14 @@ def render(solution: dict) -> str:
 def write_atomically(path: Path, text: str) -> None:
     """A temporary file in the target's directory, then os.replace: readers never see half a file.
     Refused, with the system's reason, where the directory is missing or cannot be written."""
+    if path.is_dir():
+        raise Refused(f"--output {path}: a folder, not a file")
     if not path.parent.is_dir():
         raise Refused(f"--output {path}: directory {path.parent} does not exist")
     try:
         _replace_with(path, text)
     except OSError as exc:
-        raise Refused(f"--output {path}: cannot write ({exc.strerror or exc})") from exc
+        raise Refused(f"--output {path}: cannot write a file in {path.parent} ({exc.strerror or exc})") from exc
 
 
 def _replace_with(path: Path, text: str) -> None:
@@ -217,7 +219,7 @@ def load_solution(path: Path) -> dict:
     try:
         solution = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8 text
-        raise Refused(f"{path}: {exc}") from exc
+        raise Refused(f"--output {path}: {getattr(exc, 'strerror', None) or exc}") from exc
     check_solution(solution)
     return solution
 
@@ -267,6 +269,8 @@ def import_entry_point(entry_point: str, staging: Path):
     origin = Path(module.__file__).resolve()
     if not origin.is_relative_to(staging.resolve()):
         raise SystemExit(f"entry module {module.__name__} was imported from {origin}, not from the staging dir")
+    if not callable(getattr(module, function, None)):
+        raise SystemExit(f"entry point {entry_point}: {file} has no function {function!r}")
     return getattr(module, function)
 
 
@@ -328,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.no_write:
             solution = load_solution(args.output)
-            print(f"{args.output}: valid", flush=True)
+            print(f"{args.output}: valid (the schema and the packaging rules; --check runs it)", flush=True)
         else:
             solution = build_solution(args.solution_dir)
             check_solution(solution)

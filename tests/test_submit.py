@@ -133,7 +133,7 @@ def test_refuses_output_that_is_a_directory(tmp_path):
     output.mkdir()
     result = submit(make_solution(tmp_path / "sol"), output)
     assert result.returncode == 1
-    assert refusal(result.stderr) == f"--output {output}: cannot write (Is a directory)"
+    assert refusal(result.stderr) == f"--output {output}: a folder, not a file"
 
 
 def test_refuses_a_read_only_directory(tmp_path, monkeypatch, capsys):
@@ -147,7 +147,7 @@ def test_refuses_a_read_only_directory(tmp_path, monkeypatch, capsys):
     output = tmp_path / "solution.json"
     status = submit_module.main(["--solution-dir", str(make_solution(tmp_path / "sol")), "--output", str(output)])
     assert status == 1
-    assert refusal(capsys.readouterr().err) == f"--output {output}: cannot write (Read-only file system)"
+    assert refusal(capsys.readouterr().err) == f"--output {output}: cannot write a file in {tmp_path} (Read-only file system)"
 
 
 def test_refuses_a_solution_dir_that_is_not_a_directory(tmp_path):
@@ -182,6 +182,19 @@ def test_check_fails_with_wrong_values(tmp_path):
     assert result.returncode != 0
     assert "grad_hidden_states: matched" in result.stdout and "FAIL" in result.stdout, result.stdout + result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("submit.py: check FAILED"), result.stderr
+
+
+def test_check_names_a_missing_entry_function_in_one_line(tmp_path):
+    """The entry file is there but lacks the function: the check says so in one line, no traceback."""
+    solution_dir = make_solution(tmp_path / "sol")
+    output = tmp_path / "solution.json"
+    assert submit(solution_dir, output).returncode == 0
+    packaged = json.loads(output.read_text())
+    packaged["spec"]["entry_point"] = packaged["spec"]["entry_point"].split("::")[0] + "::nope"
+    output.write_text(json.dumps(packaged))
+    result = submit(solution_dir, output, "--check", "--no-write")
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    assert "has no function 'nope'" in result.stderr and "check FAILED" in result.stderr.splitlines()[-1]
 
 
 def test_refuses_a_file_that_is_not_utf8(tmp_path):
