@@ -43,7 +43,7 @@ def select_workloads(raw: list[dict], spec: str | None) -> list[dict]:
     Raises ValueError (one line) for an entry that names no workload, so that a typo is a usage
     error instead of an empty run that "passes".
     """
-    if not spec:
+    if spec is None:
         return raw
     uuids = {w["uuid"]: w for w in raw}
     chosen = []
@@ -94,18 +94,28 @@ def read_solution(path: Path) -> dict:
     except OSError as e:  # missing, a folder, unreadable
         raise ValueError(f"--solution {path}: {e.strerror or e}") from None
     except (KeyError, TypeError, AttributeError) as e:  # JSON, but not shaped like a solution
-        raise ValueError(f"--solution {path}: not a solution object ({type(e).__name__}: {e})") from None
+        reason = _schema_refusal(json.loads(path.read_text())) or f"not a solution object ({type(e).__name__}: {e})"
+        raise ValueError(f"--solution {path}: {reason}") from None
     except ValueError as e:  # not UTF-8, not JSON, a bad source path (StagingError)
         raise ValueError(f"--solution {path}: {e}") from None
+    reason = _schema_refusal(solution)
+    if reason:
+        raise ValueError(f"--solution {path}: {reason}")
+    return solution
+
+
+def _schema_refusal(solution: object) -> str | None:
+    """What the solution schema says against `solution`, or None (also where the schemas, optional,
+    are not installed)."""
     try:
         from schemas.validate import validate_solution
-    except ImportError:  # as validate(): the schemas are optional
-        return solution
+    except ImportError:
+        return None
     try:
         validate_solution(solution)
     except ValueError as e:  # SchemaError
-        raise ValueError(f"--solution {path}: {e}") from None
-    return solution
+        return str(e)
+    return None
 
 
 def cuda_available() -> bool:

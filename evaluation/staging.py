@@ -121,7 +121,7 @@ def check_source_paths(solution: dict) -> None:
     """§1.3 source rules, plus the reserved-name rejection of a hardened packager (§2.1)."""
     paths = [s["path"] for s in solution["sources"]]
     if len(set(paths)) != len(paths):
-        raise StagingError(f"duplicate source paths: {paths}")
+        raise StagingError(f"duplicate source paths: {sorted({p for p in paths if paths.count(p) > 1})}")
     for path in paths:
         pure = PurePosixPath(path)
         if pure.is_absolute() or ".." in pure.parts:
