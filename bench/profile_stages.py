@@ -140,6 +140,10 @@ def main(argv=None) -> int:
             print(f"M={tokens:>6} {name:>36}: {r.get('ms', float('nan')) * 1000:9.1f} us "
                   f"[{r.get('timer', '-')} {r.get('official_ms', float('nan')) * 1000:8.1f} us] "
                   f"{r.get('tflops', 0):6.1f} TFLOP/s | {ks or r.get('error')}", flush=True)
+    failed = [r["tokens"] for r in rows if r["variant"] == "default" and "error" in r]
+    if failed:  # a sweep's variant may fail to compile; the device's own plan must not
+        print(f"profile_stages: the device's plan failed at {failed} tokens (errors in {args.out})", file=sys.stderr)
+        return 1
     return 0
 
 
