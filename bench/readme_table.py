@@ -28,7 +28,7 @@ from reference.problem import ROOT
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
 REAL_USE_BEGIN, REAL_USE_END = "<!-- real-use:begin -->", "<!-- real-use:end -->"
 RESULTS_FILE = ROOT / "results" / "eval_b6c01ec.json"  # the evaluation the README reports
-REAL_USE_FILE = ROOT / "results" / "real_use_95296a9_h100.json"  # its real-use measurement
+REAL_USE_FILE = ROOT / "results" / "real_use_e7f4ba6_h100.json"  # its real-use measurement
 
 
 class UsageError(Exception):
@@ -146,21 +146,27 @@ def render_real_use(results: dict, source: str) -> str:
     busy = all("host_busy_us" in r for r in results["rows"])  # written by real_use.py from aabb90b on
     layers = {r.get("layers") for r in results["rows"]}  # buffers of a model's layers in turn: from session 24 on
     layers = layers.pop() if len(layers) == 1 and None not in layers else None
+    verdicts = all("meets_targets" in r for r in results["rows"])  # issue 15's targets, as real_use.py judged them
     lines = [
         f"Measured on {p['gpu']} (torch {p['torch']}, triton {p['triton']}), commit {p['commit']}, {p['date']}. "
         f"Source: `{source}`. Per call, in µs: host time of one call (no synchronize; median), after the GPU "
         "drained" + (", and during back-to-back calls" if busy else "") + "; wall-clock per "
         "call over back-to-back calls with one synchronize at the end (same buffers every call; a fresh set of "
         "addresses every call" + (f"; {layers} sets of buffers in turn, as a model's layers call" if layers else "")
-        + "), and the official-style GPU latency of the same call.",
+        + "), and the official-style GPU latency of the same call"
+        + ("; issue 15's targets: host time at most 40 µs, back-to-back wall-clock (same buffers and fresh "
+           "addresses) at most 1.1 x the GPU latency + 10 µs." if verdicts else "."),
         "",
         "| workload | tokens | host | " + ("host, back-to-back | " if busy else "")
         + "back-to-back | back-to-back, fresh addresses | " + (f"back-to-back, {layers} layers | " if layers else "")
-        + "GPU latency |",
-        "|---|---:|---:|" + ("---:|" if busy else "") + "---:|---:|" + ("---:|" if layers else "") + "---:|",
+        + "GPU latency |" + (" wall target | targets |" if verdicts else ""),
+        "|---|---:|---:|" + ("---:|" if busy else "") + "---:|---:|" + ("---:|" if layers else "") + "---:|"
+        + ("---:|---|" if verdicts else ""),
         *[f"| {r['label']} | {r['tokens']} | {r['host_us']:.1f} | " + (f"{r['host_busy_us']:.1f} | " if busy else "")
           + f"{r['wall_same_us']:.1f} | {r['wall_fresh_us']:.1f} | "
-          + (f"{r['wall_layers_us']:.1f} | " if layers else "") + f"{r['gpu_us']:.1f} |" for r in results["rows"]],
+          + (f"{r['wall_layers_us']:.1f} | " if layers else "") + f"{r['gpu_us']:.1f} |"
+          + (f" {r['target_wall_us']:.1f} | {'met' if r['meets_targets'] else '**missed**'} |" if verdicts else "")
+          for r in results["rows"]],
     ]
     return "\n".join(lines)
 
