@@ -18,9 +18,10 @@ def git_commit() -> str:
     where the tree was copied without its .git (the GPU machine)."""
     if os.environ.get("FFN042_COMMIT"):
         return os.environ["FFN042_COMMIT"]
+    git = ["git", "-c", "safe.directory=*"]  # a checkout owned by another user (a container's mounted workspace)
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+        head = subprocess.run([*git, "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
                                capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

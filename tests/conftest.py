@@ -8,7 +8,10 @@ Subprocesses started by the tests inherit it; `test_compile.py` removes it on pu
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -17,6 +20,14 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
+
+# torch.compile's kernels (the optimized baseline's CPU tests) go to a cache of this run's own: the
+# default one, /tmp/torchinductor_<user>, is shared by every run on the machine, and its key ignores
+# the CPU's instruction set (ATEN_CPU_CAPABILITY), so kernels built for another one came back NaN or
+# crashed the process. A cache the caller names is kept.
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="ffn042-inductor-")
+    atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)
 
 from reference import OUTPUT_NAMES, Tolerance, check_output, output_shapes  # noqa: E402
 from reference.fixtures import Fixture, fixture_paths, load_fixture  # noqa: E402
