@@ -67,12 +67,18 @@ def _check_tensor(name: str, t: object, expected: tuple, device: torch.device) -
         raise ValueError(f"{name}: must be contiguous (row-major); got strides {t.stride()}")
 
 
+# Whether the kernels run under Triton's interpreter: triton.jit decides it when the kernels are
+# defined, as this package is imported, so the variable is read then, not at each call.
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
+
 def _check_device(device: torch.device) -> None:
     if device.type == "cuda":
         return
-    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
+    if device.type == "cpu" and INTERPRETED:
         return
-    raise ValueError(f"tensors on {device}: the kernels need a CUDA device (or TRITON_INTERPRET=1 for CPU tensors)")
+    raise ValueError(f"tensors on {device}: the kernels need a CUDA device (CPU tensors run under Triton's "
+                     "interpreter only: TRITON_INTERPRET=1 set before the solution is imported)")
 
 
 def _check_no_overlap(addresses: tuple[int, ...], nbytes: tuple[int, ...]) -> None:

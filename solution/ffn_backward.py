@@ -45,6 +45,12 @@ OUTPUT_NAMES = tuple(OUTPUT_SHAPES)
 TMA_ALIGNMENT = 16  # bytes: a TMA descriptor's base address must be a multiple
 GRAPHS_KEPT = 8  # CUDA graphs kept per process (a few shapes on a few devices)
 _graphs = GraphCache(GRAPHS_KEPT)  # nothing in it touches a GPU before the first GPU call
+# The current device and the current stream's handle, on every call: torch's C functions behind
+# torch.cuda.current_device() and current_stream(), without their Python layers, where this torch has
+# them (private names; the public forms otherwise)
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+_current_stream = (getattr(torch._C, "_cuda_getCurrentRawStream", None)
+                   or (lambda index: torch.cuda.current_stream(index).cuda_stream))
 
 
 def run(
@@ -98,7 +104,7 @@ def _run(plan: LaunchPlan | None, tensors: tuple, eps) -> None:
         return
     if dims.device.type != "cuda":
         _run_interpreted(_describe(dims, plan), tensors, float(eps))
-    elif torch._C._cuda_getDevice() == dims.device.index:
+    elif _current_device() == dims.device.index:
         _run_graph(plan, dims, tensors, addresses, aligned, float(eps))
     else:
         with torch.cuda.device(dims.device):  # Triton compiles for and launches on the current device
@@ -137,7 +143,7 @@ def _run_graph(plan: LaunchPlan | None, dims: Dims, tensors: tuple, addresses: t
     key = (dims, plan, True if aligned else tuple(a % TMA_ALIGNMENT == 0 for a in addresses))
     call_graph = _graphs.get(key, lambda: _build_graph(_describe(dims, plan), tensors, eps))
     flat = torch.empty(call_graph.workspace_bytes, dtype=torch.uint8, device=dims.device)
-    call_graph.launch(addresses, eps, flat.data_ptr(), torch._C._cuda_getCurrentRawStream(dims.device.index))
+    call_graph.launch(addresses, eps, flat.data_ptr(), _current_stream(dims.device.index))
 
 
 def _build_graph(call: CallDescription, tensors: tuple, eps: float) -> CallGraph:

@@ -164,3 +164,25 @@ def test_overlap_order_hint_cannot_hide_an_overlap():
     addresses[_at("grad_fc2_bias")] = addresses[_at("grad_fc2_weight")] + 8
     with pytest.raises(ValueError, match="^grad_fc2_weight overlaps grad_fc2_bias"):
         _check_no_overlap(tuple(addresses), tuple(sizes))
+
+
+def test_cpu_tensors_need_the_interpreter_chosen_before_import():
+    """Triton picks its interpreter when the kernels are defined: TRITON_INTERPRET set after the import
+    does not make CPU tensors runnable, and the error says so (before: the check passed and the
+    launch failed with "0 active drivers")."""
+    import os
+    import subprocess
+    import sys
+
+    from reference.problem import ROOT
+
+    script = ("import os, torch, reference; from solution.ffn_backward import run; "
+              "os.environ['TRITON_INTERPRET'] = '1'; "
+              "shapes = reference.output_shapes(1, 4); "
+              "args = [*reference.make_inputs(1, 4, 'cpu'), *(torch.empty(shapes[n]) for n in reference.OUTPUT_NAMES)]\n"
+              "try:\n    run(*args)\nexcept ValueError as e:\n    print(e)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
+                            capture_output=True, text=True, timeout=300)
+    assert "the kernels need a CUDA device" in result.stdout and "before the solution is imported" in result.stdout, (
+        result.stdout + result.stderr)

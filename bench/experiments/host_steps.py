@@ -40,7 +40,7 @@ def one_call(tensors: tuple, eps: float, fresh: bool = False) -> list[float]:
     stamps.append(time.perf_counter())
     flat = torch.empty(call_graph.workspace_bytes, dtype=torch.uint8, device=dims.device)
     stamps.append(time.perf_counter())
-    stream = ctypes.c_void_p(torch._C._cuda_getCurrentRawStream(dims.device.index))
+    stream = ctypes.c_void_p(ffn_backward._current_stream(dims.device.index))
     stamps.append(time.perf_counter())
     values = (addresses, eps, flat.data_ptr())
     if (values != call_graph._graph_values) != fresh:
