@@ -30,7 +30,7 @@ class GemmConfig:
     # Stage 2 only: 0 runs a program per output tile (pointer loads); n > 0 runs its persistent
     # kernel (TMA loads), n programs per SM looping over the tiles
     programs_per_sm: int = 0
-    group_m: int = 8  # row tiles per column sweep (tiling.grouped_tile); untuned
+    group_m: int = 8  # row tiles per column sweep (tiling.grouped_tile); 4 gained nothing in _SM90's stage 2
     # Stage 3 only: programs an output tile, each contracting I / splits of K (a whole number of
     # block_k steps); the last to finish adds the partials in split order (input_grad_gemm.py)
     splits: int = 1
@@ -108,8 +108,10 @@ class LaunchPlan:
         return {name: value for name, value in self.__dict__.items() if name != "_hash"}
 
 
-# H200 measurements behind each choice, cited beside it.
-_HOPPER = LaunchPlan(
+# The plan of Triton kernels alone, tuned on the H200 before the Gluon kernels came; sm_90's plan
+# (_SM90, below) starts from it, and sm_100, the CPU and any other architecture run it as it is. H200
+# measurements behind each choice, cited beside it.
+_TRITON_PLAN = LaunchPlan(
     # Stage 1's launch by tokens: rows a LayerNorm step, warps, row programs an SM at most.
     # Up to 1024 tokens 2 rows on 2 warps. Against 8 rows on 4 warps (official timer, per-kernel
     # CUPTI times, one run each, results/few_tokens_layernorm_9ae95da.json): 128 tokens 19.2 vs 20.9
@@ -237,8 +239,8 @@ _HOPPER = LaunchPlan(
     # 2984 tokens 94.0 -> 89.0, 7184: 192.2 -> 182.8, 17312: 423.5 -> 415.3, 131072: 2976
     # -> 2910; but 128: 21.75 -> 22.45 and 1163: 44.35 -> 49.4, where stages 3 and 4 run concurrently
     # and stage 4 on fp32 took 23.8 vs 16.9 us. The crossover between 1163 and 2984 tokens is not
-    # located (no workload lies there); 2048 is where stages 3 and 4 stop running concurrently
-    # (overlap_stages_3_4_up_to). The hybrid in the pipeline against v18 (same A/B, 2 rounds,
+    # located (no workload lies there); from 2049 tokens stages 3 and 4 run one after the other
+    # (overlap_stages_3_4_up_to; at exactly 2048, no workload's count, both thresholds apply). The hybrid in the pipeline against v18 (same A/B, 2 rounds,
     # results/v19_ab_0549a3e.json): 2984 93.5 -> 89.1 us, 7184: 191.8 -> 182.1, 17312: 423.1 ->
     # 415.2, 131072: 2945 -> 2884; 1163 unchanged (44.1 vs 44.1).
     stage4_reads_fp32_from=2048,
@@ -298,7 +300,7 @@ _HOPPER = LaunchPlan(
 # launch alone (4 rows x2 kept) moved no workload by more than 0.3 us up to 7184 tokens. With the
 # shipped sums (results/solutions_ab_ef24336.json): 2984 89.9 vs 92.6, 3602 107.3 vs 110.6.
 _SM90 = replace(
-    _HOPPER,
+    _TRITON_PLAN,
     # v30: from 4097 tokens stage 4 reads the fp32 gelu_output and hidden_states (weight_grad_ws.py:
     # tiles of 128 rows of the fp32 side by 256 of the fp16 side, GemmConfig's block_m x block_n; the
     # tokens in two halves, 64-token steps, 3 stages; 192 KiB, 168 registers, no spills on sm_90), so
@@ -310,7 +312,7 @@ _SM90 = replace(
     # up to 4096 tokens the copies stay. On an H100 (3.35 instead of 4.8 TB/s) the kernel takes 1357
     # us at 131072 tokens and the call ties v27's there (results/solutions_ab_v30_b6c01ec_h100.json).
     stage4_reads_fp32_from=4097,
-    weight_gemm=(*_HOPPER.weight_gemm[:-1], (4096, _HOPPER.weight_gemm[-1][1]),
+    weight_gemm=(*_TRITON_PLAN.weight_gemm[:-1], (4096, _TRITON_PLAN.weight_gemm[-1][1]),
                  (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=4, num_stages=3,
                                          warp_specialized=True))),
     # Beyond 2048 tokens gelu_output's fp16 copy beside stage 3, not in stage 1 (which then moves 2.0
@@ -323,7 +325,7 @@ _SM90 = replace(
     # the driver's shared-memory carveout it kept stage 3's programs off its SMs until it ended
     # (results/solutions_ab_880b5b4.json): launches.py launches it first and asks for the largest carveout.
     gelu_copy_beside_stage3=((32768, 1), (ANY_TOKENS, 2)),
-    layernorm=(_HOPPER.layernorm[0], (2048, LayerNormConfig(block_m=8, warps=4, waves=4)),
+    layernorm=(_TRITON_PLAN.layernorm[0], (2048, LayerNormConfig(block_m=8, warps=4, waves=4)),
                (ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4))),
     # Beyond 2048 tokens stage 2 warp-specialized (gelu_backward_ws.py), 64x128 tiles, 4 operand
     # stages. Stage 2 alone against the persistent kernel above (official-style timer, us;
@@ -337,7 +339,7 @@ _SM90 = replace(
     # 2984: 82.9-83.4 vs 84.2-84.6. In the same run, lost or no gain: 3 operand stages (131072:
     # 2825-2838), group_m 4 (2727-2738; 2984: 82.5-82.6), the kernel from 1025 tokens (1163 tokens:
     # 44.7-44.8 vs 43.1-43.2 with the persistent kernel, so 1025-2048 keep it)
-    gelu_gemm=(*_HOPPER.gelu_gemm[:-1], (2048, _HOPPER.gelu_gemm[-1][1]),
+    gelu_gemm=(*_TRITON_PLAN.gelu_gemm[:-1], (2048, _TRITON_PLAN.gelu_gemm[-1][1]),
                (ANY_TOKENS, GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4,
                                        warp_specialized=True))),
 )
@@ -345,12 +347,12 @@ _SM90 = replace(
 # Read-only: a sweep or a test builds its own plan (dataclasses.replace) and passes it to
 # ffn_backward.run_with_plan.
 PLANS = MappingProxyType({
-    "sm_90": _SM90,  # H200 / H100: tuned there (_HOPPER), with its Gluon stages 2 and 4
-    # B200 (the leaderboard): not measured; Hopper's plan with stage 4 on the fp32 inputs from 2048
+    "sm_90": _SM90,  # H200 / H100: _TRITON_PLAN with the Gluon stages 2 and 4 and what they changed
+    # B200 (the leaderboard): not measured; the Triton plan, with stage 4 on the fp32 inputs from 2048
     # tokens. There the rounded tile goes to tensor memory and each MMA waits for the one before to
     # finish with it (compiled for sm_100 by bench/compile_check.py): not the hazard above.
-    "sm_100": _HOPPER,
-    "cpu": _HOPPER,  # the Triton interpreter: both stage-4 layouts
+    "sm_100": _TRITON_PLAN,
+    "cpu": _TRITON_PLAN,  # the Triton interpreter: both stage-4 layouts
 })
 
 
@@ -363,8 +365,8 @@ def architecture(device: torch.device) -> str:
 
 @lru_cache(maxsize=None)
 def launch_plan(device: torch.device) -> LaunchPlan:
-    """The plan for `device`'s architecture (Hopper's where none is tuned)."""
-    return PLANS.get(architecture(device), _HOPPER)
+    """The plan for `device`'s architecture (_TRITON_PLAN where none is tuned)."""
+    return PLANS.get(architecture(device), _TRITON_PLAN)
 
 
 @lru_cache(maxsize=None)
