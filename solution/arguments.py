@@ -40,6 +40,8 @@ OUTPUT_SHAPES = {
 }
 TENSOR_NAMES = (*INPUT_SHAPES, *OUTPUT_SHAPES)  # run's tensor arguments, in definition order (eps aside)
 MIN_SIZE = 256  # the smallest H and I the kernels' tiles cover (the widest are 256 columns)
+TMA_ALIGNMENT = 16  # bytes: a TMA descriptor's base address must be a multiple
+LAYOUTS_KEPT = 64  # shapes and devices whose layout is kept (the official workloads have 16)
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def check_arguments(tensors: tuple, eps: object) -> tuple[Dims, tuple[int, ...],
     if type(eps) is not float or not 0.0 <= eps < math.inf:  # the common case: a finite float >= 0
         _check_eps(eps)
     _check_no_overlap(addresses, layout.nbytes)
-    return layout.dims, addresses, reduce(or_, addresses) % 16 == 0
+    return layout.dims, addresses, reduce(or_, addresses) % TMA_ALIGNMENT == 0
 
 
 def _checked_layout(tensors: tuple) -> _Layout:
@@ -176,7 +178,7 @@ def _checked_layout(tensors: tuple) -> _Layout:
     for name, t, expected in zip(TENSOR_NAMES, tensors, layout.shapes):
         _check_tensor(name, t, expected, layout.dims.device)
     if device_index >= 0:  # the fast path serves CUDA tensors only (get_device is -1 for any CPU or meta tensor)
-        if len(_layouts) >= _LAYOUTS_KEPT:
+        if len(_layouts) >= LAYOUTS_KEPT:
             _layouts.clear()
         _layouts[(layout.shapes[0], layout.shapes[2], device_index)] = layout
     return layout
@@ -199,7 +201,7 @@ class _Layout:
     device_indices: tuple[int, ...]  # Tensor.get_device() of each (-1: the CPU)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=LAYOUTS_KEPT)
 def _layout(b: int, s: int, h: int, i: int, device_index: int) -> _Layout:
     """One _Layout per shape and device (index -1: the CPU), its sizes checked once."""
     if not (_is_power_of_two(h) and _is_power_of_two(i) and MIN_SIZE <= h <= i):
@@ -219,6 +221,5 @@ _TENSOR_TYPES = (torch.Tensor,) * len(TENSOR_NAMES)
 _FLOAT32 = (torch.float32,) * len(TENSOR_NAMES)
 _dtype, _shape = attrgetter("dtype"), attrgetter("shape")
 _device_index, _is_contiguous, _data_ptr = torch.Tensor.get_device, torch.Tensor.is_contiguous, torch.Tensor.data_ptr
-_LAYOUTS_KEPT = 64
 # CUDA layouts already checked, by (grad_output's shape, fc1_weight's shape, device index)
 _layouts: dict[tuple, _Layout] = {}

@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import torch
 
-from .arguments import INPUT_SHAPES, OUTPUT_SHAPES, TENSOR_NAMES, Dims, check_arguments
+from .arguments import INPUT_SHAPES, OUTPUT_SHAPES, TENSOR_NAMES, TMA_ALIGNMENT, Dims, check_arguments
 from .configs import LaunchPlan, launch_plan
 from .graph import CallGraph, GraphCache, compile_launches
 from .launches import CallDescription, describe_call, launch_in_order, workspace_views
 
 INPUT_NAMES = tuple(INPUT_SHAPES)  # run's inputs in definition order, then eps
 OUTPUT_NAMES = tuple(OUTPUT_SHAPES)
-TMA_ALIGNMENT = 16  # bytes: a TMA descriptor's base address must be a multiple
 GRAPHS_KEPT = 8  # CUDA graphs kept per process (a few shapes on a few devices)
 _graphs = GraphCache(GRAPHS_KEPT)  # nothing in it touches a GPU before the first GPU call
 # The current device and the current stream's handle, on every call: torch's C functions behind

@@ -22,16 +22,14 @@ interpreter does not run Gluon, so the CPU tests exercise the Triton kernels of 
 the GPU tests this one.
 """
 
-import math
-
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
+from .gelu import GELU_COEFF, TWO_C  # 2u = TWO_C (x + GELU_COEFF x^3)
+
 LOG2E = gl.constexpr(1.4426950408889634)
-GELU_COEFF = gl.constexpr(0.044715)
-TWO_C = gl.constexpr(2.0 * math.sqrt(2.0 / math.pi))  # 2u = TWO_C (x + GELU_COEFF x^3)
 # the odd consumer's registers a thread (the even one, the default partition, gets what is left: 248
 # in the sm_90 PTX); with the loader warpgroup's 24, 128 x (248 + 232 + 24) = 64512 of an SM's 64 K
 CONSUMER_REGISTERS = gl.constexpr(232)

@@ -48,7 +48,7 @@ class Buffer:
 
     @property
     def nbytes(self) -> int:
-        return _numel(self.shape) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
 @dataclass(frozen=True)
@@ -97,13 +97,6 @@ class CallDescription:
     @cached_property
     def workspace_offsets(self) -> tuple[tuple[str, int], ...]:
         return tuple((w.name, offset) for w, offset in zip(self.workspaces, self.offsets))
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def _gemm_meta(g: GemmConfig) -> dict:
