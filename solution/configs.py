@@ -104,7 +104,7 @@ class LaunchPlan:
             return value
 
     def __getstate__(self) -> dict:
-        """Pickled without the cached hash, which another process may compute differently."""
+        """Pickled without the cached hash: a copy computes its own when first asked."""
         return {name: value for name, value in self.__dict__.items() if name != "_hash"}
 
 

@@ -137,6 +137,7 @@ def layernorm_backward_kernel(
 
 
 def fp16_chunks(M: int, H: int, I: int, block: int, copy_gelu: bool) -> int:
-    """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk), then, when
-    stage 4 contracts fp16 copies, gelu_output."""
+    """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk), then, where
+    this launch makes gelu_output's fp16 copy (`copy_gelu`: stage 4 contracts copies and no launch of
+    its own makes that one, fp16_copy.py), gelu_output."""
     return H * I // block + (triton.cdiv(M * I, block) if copy_gelu else 0)
