@@ -240,8 +240,9 @@ _TRITON_PLAN = LaunchPlan(
     # -> 2910; but 128: 21.75 -> 22.45 and 1163: 44.35 -> 49.4, where stages 3 and 4 run concurrently
     # and stage 4 on fp32 took 23.8 vs 16.9 us. The crossover between 1163 and 2984 tokens is not
     # located (no workload lies there); from 2049 tokens stages 3 and 4 run one after the other
-    # (overlap_stages_3_4_up_to; at exactly 2048, no workload's count, both thresholds apply). The hybrid in the pipeline against v18 (same A/B, 2 rounds,
-    # results/v19_ab_0549a3e.json): 2984 93.5 -> 89.1 us, 7184: 191.8 -> 182.1, 17312: 423.1 ->
+    # (overlap_stages_3_4_up_to; at exactly 2048, no workload's count, both thresholds apply). The
+    # hybrid in the pipeline against v18 (same A/B, 2 rounds, results/v19_ab_0549a3e.json): 2984
+    # 93.5 -> 89.1 us, 7184: 191.8 -> 182.1, 17312: 423.1 ->
     # 415.2, 131072: 2945 -> 2884; 1163 unchanged (44.1 vs 44.1).
     stage4_reads_fp32_from=2048,
     # Where stage 4 reads fp16 copies and runs after stage 3 (not here: from 2048 tokens it reads the
