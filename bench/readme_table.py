@@ -217,7 +217,8 @@ def main(argv=None) -> int:
     try:
         current = _read(args.readme, "README")
         tables = []
-        for flag, path, render_table in (("--results", args.results, render), ("--real-use", args.real_use, render_real_use)):
+        for flag, path, render_table in (("--results", args.results, render),
+                                         ("--real-use", args.real_use, render_real_use)):
             try:
                 tables.append(table_for(path, render_table))
             except UsageError as e:

@@ -104,7 +104,8 @@ def parse_what_if(arg: str, tokens: set[int]) -> dict[int, float]:
         if k in out:
             raise UsageError(f"--what-if {arg!r}: {k} tokens given twice")
         if not 0 < us < MAX_WHAT_IF_US:
-            raise UsageError(f"--what-if {item!r}: the time must be a number of us above 0 and below {MAX_WHAT_IF_US:g}")
+            raise UsageError(f"--what-if {item!r}: the time must be a number of us above 0 and below "
+                             f"{MAX_WHAT_IF_US:g}")
         out[k] = us / 1e3
     return out
 

@@ -179,7 +179,8 @@ def test_cpu_tensors_need_the_interpreter_chosen_before_import():
     script = ("import os, torch, reference; from solution.ffn_backward import run; "
               "os.environ['TRITON_INTERPRET'] = '1'; "
               "shapes = reference.output_shapes(1, 4); "
-              "args = [*reference.make_inputs(1, 4, 'cpu'), *(torch.empty(shapes[n]) for n in reference.OUTPUT_NAMES)]\n"
+              "args = [*reference.make_inputs(1, 4, 'cpu'), "
+              "*(torch.empty(shapes[n]) for n in reference.OUTPUT_NAMES)]\n"
               "try:\n    run(*args)\nexcept ValueError as e:\n    print(e)")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},

@@ -147,7 +147,8 @@ def test_refuses_a_read_only_directory(tmp_path, monkeypatch, capsys):
     output = tmp_path / "solution.json"
     status = submit_module.main(["--solution-dir", str(make_solution(tmp_path / "sol")), "--output", str(output)])
     assert status == 1
-    assert refusal(capsys.readouterr().err) == f"--output {output}: cannot write a file in {tmp_path} (Read-only file system)"
+    expected = f"--output {output}: cannot write a file in {tmp_path} (Read-only file system)"
+    assert refusal(capsys.readouterr().err) == expected
 
 
 def test_refuses_a_solution_dir_that_is_not_a_directory(tmp_path):

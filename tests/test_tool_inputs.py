@@ -44,7 +44,8 @@ def test_score_elasticity_refuses_misshapen_rows(rows, words, tmp_path):
 
 @pytest.mark.parametrize("what_if, words", [("131072=inf", ["above 0 and below"]), ("131072=nan", ["above 0"]),
                                             ("131072=-1", ["above 0"]), ("131072=1e300", ["below 1e+09"]),
-                                            ("99=5", ["no workload of 99"]), ("128=5,128=6", ["128 tokens given twice"]),
+                                            ("99=5", ["no workload of 99"]),
+                                            ("128=5,128=6", ["128 tokens given twice"]),
                                             ("128=5,", ["expected TOKENS=US"])])
 def test_score_elasticity_refuses_impossible_times(what_if, words):
     one_line(run_tool("bench/score_elasticity.py", "--what-if", what_if), what_if, *words)
@@ -70,7 +71,8 @@ def test_readme_table_refuses_a_results_file_it_cannot_render(change, words, tmp
     one_line(run_tool("bench/readme_table.py", "--results", str(path), "--readme", str(readme)), str(path), *words)
 
 
-@pytest.mark.parametrize("markers", ["<!-- perf:end -->\nold\n<!-- perf:begin -->", "<!-- perf:begin -->\n" * 2 + "<!-- perf:end -->"])
+@pytest.mark.parametrize("markers", ["<!-- perf:end -->\nold\n<!-- perf:begin -->",
+                                     "<!-- perf:begin -->\n" * 2 + "<!-- perf:end -->"])
 def test_readme_table_refuses_markers_out_of_order_or_twice_and_leaves_the_file(markers, tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n{markers}\n<!-- real-use:begin -->\n<!-- real-use:end -->\n")
