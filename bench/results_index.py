@@ -48,7 +48,7 @@ def _short_heading(text: str) -> str:
     return HEADING_CUT.split(text.strip(), maxsplit=1)[0].strip()
 
 
-def _mentions(path: Path, root: Path) -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
+def _mentions(path: Path) -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
     """(file name -> the headings (Markdown) its mentions sit under, in order; [(pattern, heading)])."""
     names: dict[str, list[str]] = {}
     patterns = []
@@ -65,9 +65,11 @@ def _mentions(path: Path, root: Path) -> tuple[dict[str, list[str]], list[tuple[
     return names, patterns
 
 
-def _index_lines(index: str) -> list[tuple[str, str]]:
-    """(indexed file, its line without the cited-in cell) for every line of the index table."""
-    return [(m.group(1), _without_last_cell(line)) for line in index.splitlines() if (m := INDEX_ENTRY.match(line))]
+def _index_lines(index: str) -> list[tuple[str, set[str]]]:
+    """(indexed file, the file names its line names outside the cited-in cell) for every line of the
+    index table."""
+    return [(m.group(1), set(FILE_NAME.findall(_without_last_cell(line))))
+            for line in index.splitlines() if (m := INDEX_ENTRY.match(line))]
 
 
 def _without_last_cell(line: str) -> str:
@@ -78,17 +80,17 @@ def cited_in(root: Path) -> dict[str, str]:
     """Each indexed file's "cited in" cell, as it should read."""
     index = (root / "results" / "README.md").read_text(encoding="utf-8")
     lines = _index_lines(index)
-    documents = [(str(p.relative_to(root)), p.suffix == ".md", *_mentions(p, root)) for p in citing_files(root)]
+    documents = [(str(p.relative_to(root)), *_mentions(p)) for p in citing_files(root)]
     cells = {}
     for name, _ in lines:
         parts = []
-        for document, markdown, names, patterns in documents:
+        for document, names, patterns in documents:
             headings = names.get(name, []) + [h for p, h in patterns if fnmatch.fnmatchcase(name, p)]
             if not headings:
                 continue
-            shown = list(dict.fromkeys(h for h in headings if h)) if markdown else []
+            shown = list(dict.fromkeys(h for h in headings if h))  # a source file's are all ""
             parts.append(f"{document} ({'; '.join(shown)})" if shown else document)
-        rows = [other for other, line in lines if other != name and name in FILE_NAME.findall(line)]
+        rows = [other for other, named in lines if other != name and name in named]
         if rows:
             parts.append(f"results/README.md ({', '.join(rows)})")
         cells[name] = "; ".join(parts) or NOWHERE

@@ -270,3 +270,15 @@ def test_real_use_table_shows_the_layers_in_turn_where_measured(layers):
     assert ("back-to-back, 4 layers" in header) == layers and ("| 36.2 |" in row) == layers
     assert header.count("|") == row.count("|") == next(line for line in table.splitlines()
                                                        if line.startswith("|---")).count("|")
+
+
+def test_real_use_table_shows_the_verdicts_where_judged():
+    """The wall target and the verdict columns come with rows that real_use judged; a miss stands out."""
+    results = _real_use(True)
+    assert "targets |" not in readme_table.render_real_use(results, "results/real_use_x.json")
+    results["rows"][0].update(target_wall_us=36.7, meets_targets=False)
+    table = readme_table.render_real_use(results, "results/real_use_x.json")
+    header = next(line for line in table.splitlines() if line.startswith("| workload"))
+    row = next(line for line in table.splitlines() if line.startswith("| B1xS128"))
+    assert header.endswith("| wall target | targets |") and row.endswith("| 36.7 | **missed** |")
+    assert header.count("|") == row.count("|")
