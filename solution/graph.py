@@ -1,5 +1,5 @@
-"""A call's kernels as one CUDA graph: recorded once per shape, then each call's addresses written
-into the recording's kernel nodes and the recording copied into an executable graph kept per shape.
+"""A call's kernels as one CUDA graph: recorded once per shape, instantiated once, then each call's
+addresses written into the executable graph's kernel nodes.
 
 Why a graph: the benchmark's timer counts the GPU's idle time between a call's first and last
 kernel, and under its CUPTI tracing each separate launch costs ~20 us of host time, so kernels
@@ -7,25 +7,22 @@ shorter than that would leave the GPU waiting. A graph's kernels follow each oth
 
 What is kept per device, shape, plan and pointer alignment (a `CallGraph`): the compiled kernels,
 their parameter blocks, one or two private streams and a few events to record on, the template (the
-launches recorded by stream capture on the first call: a CUgraph, host work only) and the
-executable graph instantiated from it. What a call with new values does: write its addresses (and
-eps) into the parameter blocks, copy each block into its kernel node of the template
-(cuGraphKernelNodeSetParams), copy the template into the executable graph (cuGraphExecUpdate, far
-cheaper than instantiating one) and launch it. A call whose addresses, eps and workspace are those
-of the call before (the same buffers again) launches the executable graph as it is. Nothing computed
-from the data is kept: the parameter blocks hold addresses, TMA descriptors of those addresses
-(re-encoded where an address changed), shapes and eps. `GraphCache` keeps the few most recent shapes
-per process.
+launches recorded by stream capture on the first call: a CUgraph, host work only, kept because its
+nodes name the executable graph's) and the executable graph instantiated from it. What a call with
+new values does: write its addresses (and eps) into the parameter blocks, copy each block into its
+kernel node of the executable graph (cuGraphExecKernelNodeSetParams) and launch it. A call whose
+addresses, eps and workspace are those of the call before (the same buffers again) launches the
+executable graph as it is. Nothing computed from the data is kept: the parameter blocks hold
+addresses, TMA descriptors of those addresses (re-encoded where an address changed), shapes and eps.
+`GraphCache` keeps the few most recent shapes per process.
 
-Why not write the values into the executable graph's nodes directly
-(cuGraphExecKernelNodeSetParams, no template update): in v16, which did so, every kernel after the
-first ran ~0.4-1 us longer on an H200 under the benchmark's timer than in a graph recorded by stream
-capture and updated by cuGraphExecUpdate (results/launch_mechanism_fc19175.json,
-results/graph_update_2e42506.json). Session 23's A/B found it as fast on the GPU as the template
-update, on captured nodes (results/graph_update_ab_1fe8c3e.json), and within the host's noise of
-it; the template update, ~1 us of host time, keeps the executable graph written only by whole-graph
-updates, the form measured fast since v17. A new executable graph each call is as fast on the GPU
-and costs 30-66 us more host time than the update.
+How the values reach the executable graph was measured three ways (PERFORMANCE.md, v32): a new
+recording each call copied in by cuGraphExecUpdate (v30), the template's nodes updated and the
+template copied in by cuGraphExecUpdate (v31), and the executable graph's nodes updated directly
+(this one; v16 did so too, when its kernels ran ~0.4-1 us longer each than in a captured graph,
+results/graph_update_2e42506.json, a difference not seen since on captured nodes,
+results/graph_update_ab_1fe8c3e.json). A new executable graph each call is as fast on the GPU and
+costs 30-66 us more host time than an update.
 
 The parameter block of a Triton kernel is laid out here the way Triton 3.6's own launcher lays it
 out (triton/backends/nvidia/driver.py, `make_launcher`): one entry per parameter that is not a
@@ -56,17 +53,10 @@ _STREAM_NON_BLOCKING = 1  # CUstream_flags: no implicit wait for the legacy defa
 _EVENT_DISABLE_TIMING = 2  # CUevent_flags
 _CAPTURE_MODE_THREAD_LOCAL = 1  # CUstreamCaptureMode: other threads' CUDA calls stay legal meanwhile
 _GRAPH_NODE_TYPE_KERNEL = 0  # CUgraphNodeType
-_GRAPH_EXEC_UPDATE_FAILURE = 910  # CUresult: the update was refused (the graphs differ in topology)
 _L2_PROMOTION_128B = 2  # CUtensorMapL2promotion, as Triton's launcher
 _TENSOR_MAP_BYTES, _TENSOR_MAP_ALIGNMENT = 128, 64
 _PREFERRED_SHARED_MEMORY_CARVEOUT = 9  # CUfunction_attribute
 _driver: ctypes.CDLL | None = None
-
-
-class _ExecUpdateResultInfo(ctypes.Structure):
-    """CUgraphExecUpdateResultInfo."""
-
-    _fields_ = [("result", ctypes.c_int), ("errorNode", ctypes.c_void_p), ("errorFromNode", ctypes.c_void_p)]
 
 
 class _KernelNodeParams(ctypes.Structure):
@@ -86,10 +76,10 @@ def cuda_driver() -> ctypes.CDLL:
         _driver = ctypes.CDLL("libcuda.so.1")
         for name in ("cuStreamCreate", "cuStreamDestroy_v2", "cuEventCreate", "cuEventDestroy_v2", "cuEventRecord",
                      "cuStreamWaitEvent", "cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
-                     "cuGraphInstantiateWithFlags", "cuGraphExecUpdate_v2", "cuGraphLaunch", "cuGraphExecDestroy",
+                     "cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy",
                      "cuGraphDestroy", "cuTensorMapEncodeTiled", "cuLaunchKernel", "cuCtxGetCurrent",
                      "cuCtxSetCurrent", "cuFuncSetAttribute", "cuGraphGetNodes", "cuGraphNodeGetType",
-                     "cuGraphKernelNodeGetParams_v2", "cuGraphKernelNodeSetParams_v2"):
+                     "cuGraphKernelNodeGetParams_v2", "cuGraphExecKernelNodeSetParams_v2"):
             getattr(_driver, name).restype = ctypes.c_int
     return _driver
 
@@ -263,8 +253,8 @@ def _run_steps(steps: Sequence[tuple[Callable, tuple, str]]) -> None:
 
 
 class CallGraph:
-    """One shape's launches: parameter blocks, the streams and events to record them on, and the
-    executable graph each call's recording is copied into before it is launched."""
+    """One shape's launches: parameter blocks, the streams and events to record them on, the
+    recording and the executable graph each call's values are written into before it is launched."""
 
     def __init__(self, call: CallDescription, compiled: Sequence, argument_names: Sequence[str]):
         """`argument_names`: the caller's tensors, in the order of the addresses each call passes."""
@@ -328,10 +318,10 @@ class CallGraph:
 
     def launch(self, addresses: tuple[int, ...], eps: float, workspace_base: int, stream: int) -> None:
         """Write this call's values (`addresses`: the caller's tensors', in `argument_names` order;
-        `workspace_base`: the call's workspace allocation), record the launches and launch them as a
-        graph on `stream`, or, while `stream` is being captured, record them onto it one after the
+        `workspace_base`: the call's workspace allocation) into the executable graph and launch it on
+        `stream`, or, while `stream` is being captured, record the launches onto it one after the
         other (they join the caller's capture). A call whose values are those the executable graph
-        holds (the same buffers as the call before) launches it without recording."""
+        holds (the same buffers as the call before) launches it as it is."""
         cuda = cuda_driver()
         values = (addresses, eps, workspace_base)
         with self._lock:
@@ -353,14 +343,19 @@ class CallGraph:
 
     def _update_exec(self) -> None:
         """The executable graph, given the values now in the parameter blocks: the first time the
-        launches are recorded (the template graph, kept) and the executable graph instantiated from
-        the recording; afterwards the values are written into the template's kernel nodes and the
-        template copied into the executable graph."""
-        if self._template.value:
+        launches are recorded (the recording kept: its nodes name the executable graph's) and the
+        executable graph instantiated from it; afterwards each parameter block is copied into its
+        kernel node of the executable graph (cuGraphExecKernelNodeSetParams)."""
+        if self.graph_exec.value:
             _run_steps(self._set_node_params)
-        else:
-            self._record_template()
-        self._write_into_exec(self._template)
+            return
+        cuda = cuda_driver()
+        if self._template.value:  # recorded, but the instantiation failed: recorded anew
+            recording, self._template = self._template, ctypes.c_void_p()
+            check(cuda.cuGraphDestroy(recording), "cuGraphDestroy")
+        self._record_template()
+        check(cuda.cuGraphInstantiateWithFlags(ctypes.byref(self.graph_exec), self._template, ctypes.c_ulonglong(0)),
+              "cuGraphInstantiate")
 
     def _record_template(self) -> None:
         """The launches, with the values now in the parameter blocks, recorded as the template graph,
@@ -378,7 +373,8 @@ class CallGraph:
 
     def _node_param_steps(self, graph: ctypes.c_void_p) -> list[tuple[Callable, tuple, str]]:
         """Per launch, in order, the step that writes its parameter block's values into its kernel node
-        in `graph` (which holds them now: that is how each node is told from the others)."""
+        of the executable graph instantiated from `graph` (whose nodes hold them now: that is how each
+        node is told from the others)."""
         cuda = cuda_driver()
         count = ctypes.c_size_t()
         check(cuda.cuGraphGetNodes(graph, None, ctypes.byref(count)), "cuGraphGetNodes")
@@ -397,8 +393,8 @@ class CallGraph:
             if j is None:
                 raise RuntimeError("a recorded kernel node matches none of the call's launches")
             recorded.kernelParams, recorded.extra = self.params[j].array, None  # the values the driver copies
-            steps[j] = (cuda.cuGraphKernelNodeSetParams_v2, (ctypes.c_void_p(node), ctypes.byref(recorded)),
-                        "cuGraphKernelNodeSetParams")
+            steps[j] = (cuda.cuGraphExecKernelNodeSetParams_v2,
+                        (self.graph_exec, ctypes.c_void_p(node), ctypes.byref(recorded)), "cuGraphExecKernelNodeSetParams")
         if None in steps:
             raise RuntimeError(f"launch {steps.index(None)} has no kernel node in the recorded graph")
         return steps
@@ -431,22 +427,6 @@ class CallGraph:
         check(cuda.cuStreamEndCapture(self.streams[0], ctypes.byref(graph)), "cuStreamEndCapture")
         return graph
 
-    def _write_into_exec(self, graph: ctypes.c_void_p) -> None:
-        """The kept executable graph, updated to `graph` (instantiated from it the first time, or
-        where the driver refuses the update)."""
-        cuda = cuda_driver()
-        if self.graph_exec.value:
-            info = _ExecUpdateResultInfo()
-            result = cuda.cuGraphExecUpdate_v2(self.graph_exec, graph, ctypes.byref(info))
-            if result == 0:
-                return
-            if result != _GRAPH_EXEC_UPDATE_FAILURE:  # an error, not a refusal
-                check(result, f"cuGraphExecUpdate (update result {info.result})")
-            refused, self.graph_exec = self.graph_exec, ctypes.c_void_p()
-            check(cuda.cuGraphExecDestroy(refused), "cuGraphExecDestroy")
-        check(cuda.cuGraphInstantiateWithFlags(ctypes.byref(self.graph_exec), graph, ctypes.c_ulonglong(0)),
-              "cuGraphInstantiate")
-
     def _make_context_current(self) -> None:
         """The driver calls act on the thread's current context: a thread that has not used the
         device through the runtime yet may have none."""
@@ -465,7 +445,7 @@ class CallGraph:
             self._template = ctypes.c_void_p()
         if self.graph_exec.value:
             errors.append(("cuGraphExecDestroy", cuda.cuGraphExecDestroy(self.graph_exec)))
-            self.graph_exec = ctypes.c_void_p()
+            self.graph_exec.value = None  # the same object: the node update steps pass it
         for stream in self.streams:
             if stream.value:
                 errors.append(("cuStreamDestroy", cuda.cuStreamDestroy_v2(stream)))

@@ -142,7 +142,7 @@ def _driver_calls(driver: FakeDriver) -> list[str]:
     return [c for c in driver.calls if c.startswith(("cuStream", "cuLaunch", "cuGraph"))]
 
 
-def test_the_first_call_records_later_calls_write_their_values_into_the_recording(monkeypatch):
+def test_the_first_call_records_later_calls_write_their_values_into_the_executable_graph(monkeypatch):
     driver = FakeDriver()
     call_graph = _launch_once(driver, monkeypatch, afters=((), (0,)))
     recorded = ["cuStreamBeginCapture_v2", "cuLaunchKernel", "cuLaunchKernel", "cuStreamEndCapture"]
@@ -151,8 +151,8 @@ def test_the_first_call_records_later_calls_write_their_values_into_the_recordin
                                      "cuGraphLaunch"]
     driver.calls.clear()
     call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)  # new values: no recording, an update
-    assert _driver_calls(driver) == ["cuStreamIsCapturing", "cuGraphKernelNodeSetParams_v2",
-                                     "cuGraphKernelNodeSetParams_v2", "cuGraphExecUpdate_v2", "cuGraphLaunch"]
+    assert _driver_calls(driver) == ["cuStreamIsCapturing", "cuGraphExecKernelNodeSetParams_v2",
+                                     "cuGraphExecKernelNodeSetParams_v2", "cuGraphLaunch"]
     assert call_graph.params[0].pointer_slots[0][1].value == 0x2100
 
 
@@ -166,7 +166,8 @@ def test_each_launch_updates_the_node_recorded_with_its_values(monkeypatch):
     call_graph.launch((0x2000, 0x2800), 1e-5, 0x3000, stream=0x4000)
     driver.nodes.reverse()
     steps = call_graph._node_param_steps(ctypes.c_void_p(0x7000))
-    recorded_x = [ctypes.c_uint64.from_buffer(driver.nodes[node.value - 0x100][4][0]).value for _, (node, _), _ in steps]
+    recorded_x = [ctypes.c_uint64.from_buffer(driver.nodes[node.value - 0x100][4][0]).value
+                  for _, (_, node, _), _ in steps]
     assert recorded_x == [0x2000, 0x2800]
 
 
@@ -207,10 +208,10 @@ def test_a_call_with_the_last_calls_values_launches_the_kept_graph_as_it_is(monk
     for changed in [((0x2100,), 1e-5, 0x3000), ((0x2100,), 1e-6, 0x3000), ((0x2100,), 1e-6, 0x3100)]:
         driver.calls.clear()
         call_graph.launch(*changed, stream=0x4000)
-        assert "cuGraphExecUpdate_v2" in driver.calls, changed
+        assert "cuGraphExecKernelNodeSetParams_v2" in driver.calls, changed
 
 
-@pytest.mark.parametrize("failing", ["cuLaunchKernel", "cuGraphKernelNodeSetParams_v2"])
+@pytest.mark.parametrize("failing", ["cuLaunchKernel", "cuGraphExecKernelNodeSetParams_v2"])
 def test_a_failed_update_is_done_again_by_the_next_call(failing, monkeypatch):
     """A recording (first call) or node update (later calls) that failed leaves the graph's values
     unknown: the next call with the same values writes them again instead of launching the graph."""
@@ -226,7 +227,7 @@ def test_a_failed_update_is_done_again_by_the_next_call(failing, monkeypatch):
     driver.failing = ()
     driver.calls.clear()
     call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)  # the same values: written, not skipped
-    writes = "cuStreamBeginCapture_v2" if failing == "cuLaunchKernel" else "cuGraphKernelNodeSetParams_v2"
+    writes = "cuStreamBeginCapture_v2" if failing == "cuLaunchKernel" else "cuGraphExecKernelNodeSetParams_v2"
     assert writes in driver.calls and driver.calls[-1] == "cuGraphLaunch", driver.calls
 
 
@@ -240,35 +241,31 @@ def test_a_descriptor_is_encoded_only_where_its_address_changes(monkeypatch):
     assert driver.calls == ["cuTensorMapEncodeTiled"] * 3
 
 
-class RefusingDriver(FakeDriver):
-    """cuGraphExecUpdate answers `result` (910: the update refused)."""
-
-    def __init__(self, result: int):
-        super().__init__()
-        self.result = result
-
-    def cuGraphExecUpdate_v2(self, *args):
-        self.calls.append("cuGraphExecUpdate_v2")
-        return self.result
-
-
-def test_a_refused_update_instantiates_anew(monkeypatch):
-    driver = RefusingDriver(0)
-    call_graph = _launch_once(driver, monkeypatch)
-    driver.result = 910
+def test_a_failed_instantiation_is_recorded_anew_by_the_next_call(monkeypatch):
+    """The recording whose instantiation failed is freed, the launches recorded again and the
+    executable graph instantiated from the new recording."""
+    driver = FakeDriver("cuGraphInstantiateWithFlags")
+    monkeypatch.setattr(graph, "_driver", driver)
+    call_graph = graph.CallGraph(*_fake_call_graph_inputs(), ("x",))
+    with pytest.raises(RuntimeError, match="^cuGraphInstantiate failed"):
+        call_graph.launch((0x2000,), 1e-5, 0x3000, stream=0x4000)
+    first_recording = call_graph._template.value
+    driver.failing = ()
     driver.calls.clear()
-    call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)
-    tail = driver.calls[driver.calls.index("cuGraphExecUpdate_v2"):]
-    assert tail == ["cuGraphExecUpdate_v2", "cuGraphExecDestroy", "cuGraphInstantiateWithFlags", "cuGraphLaunch"]
+    call_graph.launch((0x2000,), 1e-5, 0x3000, stream=0x4000)
+    assert _driver_calls(driver)[:3] == ["cuStreamIsCapturing", "cuGraphDestroy", "cuStreamBeginCapture_v2"]
+    assert _driver_calls(driver)[-2:] == ["cuGraphInstantiateWithFlags", "cuGraphLaunch"]
+    assert call_graph._template.value != first_recording and call_graph.graph_exec.value
 
 
-def test_a_failed_update_is_an_error_and_keeps_the_recording(monkeypatch):
-    """An update error other than a refusal (e.g. a sticky error from a faulted kernel) is raised."""
-    driver = RefusingDriver(0)
+def test_a_failed_node_update_is_an_error_and_keeps_the_graphs(monkeypatch):
+    """An update error (e.g. a sticky error from a faulted kernel) is raised; the recording and the
+    executable graph stay, for the next call to write its values into."""
+    driver = FakeDriver()
     call_graph = _launch_once(driver, monkeypatch)
-    driver.result = 700
+    driver.failing = ("cuGraphExecKernelNodeSetParams_v2",)
     driver.calls.clear()
-    with pytest.raises(RuntimeError, match=r"^cuGraphExecUpdate \(update result 0\) failed: CUresult 700"):
+    with pytest.raises(RuntimeError, match=r"^cuGraphExecKernelNodeSetParams failed: CUresult 1"):
         call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)
     assert "cuGraphDestroy" not in driver.calls and call_graph.graph_exec.value and call_graph._template.value
 
@@ -287,6 +284,7 @@ def test_destroy_frees_the_recording_and_the_executable_graph(monkeypatch):
     call_graph.destroy()
     assert driver.calls[:2] == ["cuGraphDestroy", "cuGraphExecDestroy"]
     assert not call_graph._template.value and not call_graph.graph_exec.value
+    assert all(arguments[0] is call_graph.graph_exec for _, arguments, _ in call_graph._set_node_params)
 
 
 @pytest.mark.parametrize("failing", ["cuLaunchKernel", "cuGraphInstantiateWithFlags"])

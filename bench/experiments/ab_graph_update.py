@@ -1,15 +1,19 @@
-"""A/B of how a call with new addresses updates the kept executable graph (issue 15), three ways in
-one process, each measured for host time (bench/real_use's host measurement) and for GPU latency
-(official-style timer, every variant's outputs checked first), in interleaved rounds:
-  - capture: an older solution package that records the launches by stream capture every call and
-    copies the recording into the executable graph (cuGraphExecUpdate; v30's host path);
-  - template: the checkout's, which records once per shape, then writes each call's values into the
-    recording's kernel nodes (cuGraphKernelNodeSetParams) and copies it (cuGraphExecUpdate);
-  - exec-setparams: the checkout's with the values written into the executable graph's nodes
-    directly (cuGraphExecKernelNodeSetParams, no copy), as v16 did (its kernels then ran 0.4-1 us
+"""A/B of how a call with new addresses updates the kept executable graph (issue 15), up to three
+ways in one process, each measured for host time (bench/real_use's host measurement, back-to-back
+wall-clock included) and for GPU latency (official-style timer, every variant's outputs checked
+first), in interleaved rounds:
+  - capture (--capture-dir): an older solution package that records the launches by stream capture
+    every call and copies the recording into the executable graph (cuGraphExecUpdate; v30's host path);
+  - template: an older solution package that records once per shape, then writes each call's values
+    into the recording's kernel nodes (cuGraphKernelNodeSetParams) and copies it (cuGraphExecUpdate;
+    v31's host path);
+  - exec-setparams: the checkout's, which writes the values into the executable graph's nodes
+    directly (cuGraphExecKernelNodeSetParams, no copy; v32), as v16 did (its kernels then ran 0.4-1 us
     slower each, results/graph_update_2e42506.json).
+Session 23 ran it before v32 with the exec-level write patched into that checkout
+(results/graph_update_ab_1fe8c3e.json); session 26 with v31's package as the template.
 
-    PYTHONPATH=. python bench/experiments/ab_graph_update.py CAPTURE_SOLUTION_DIR 128,613,7184 [--rounds 3]   # on the GPU machine
+    PYTHONPATH=. python bench/experiments/ab_graph_update.py TEMPLATE_SOLUTION_DIR 128,613,7184 [--capture-dir DIR] [--rounds 3]   # on the GPU machine
 """
 import argparse
 import json
@@ -27,29 +31,6 @@ from evaluation.shifting_pool import ShiftingMemoryPool
 from evaluation.staging import int_at_least
 from solution.ffn_backward import run as checkout_run
 
-CHECKOUT_SOLUTION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "solution")
-
-
-def exec_level_run():
-    """`run` of a second copy of the checkout's package whose graphs, after the first call, take new
-    values by cuGraphExecKernelNodeSetParams on the executable graph's nodes."""
-    run = load_run(CHECKOUT_SOLUTION, "exec_level_solution")
-    graph = sys.modules["exec_level_solution.graph"]
-    record_first = graph.CallGraph._update_exec
-
-    def _update_exec(self) -> None:
-        if not (self._template.value and self.graph_exec.value):
-            record_first(self)
-            return
-        cuda = graph.cuda_driver()
-        for _, (node, params), _ in self._set_node_params:
-            graph.check(cuda.cuGraphExecKernelNodeSetParams_v2(self.graph_exec, node, params),
-                        "cuGraphExecKernelNodeSetParams")
-
-    graph.CallGraph._update_exec = _update_exec
-    return run
-
-
 def fresh_host(workload: reference.Workload, calls: int, device) -> dict:
     """Host time of each of `calls` back-to-back calls of real_use's `run` with fresh addresses: its
     distribution (the wall-clock per call is the mean's business, not the median's), and the
@@ -66,20 +47,26 @@ def fresh_host(workload: reference.Workload, calls: int, device) -> dict:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=description(__doc__))
-    parser.add_argument("capture_dir", metavar="CAPTURE_SOLUTION_DIR", help="a solution package that records every call")
+    parser.add_argument("template_dir", metavar="TEMPLATE_SOLUTION_DIR",
+                        help="a solution package that updates a recording's nodes and copies it (v31's)")
     parser.add_argument("tokens", type=workload_tokens, help="comma-separated workload token counts")
+    parser.add_argument("--capture-dir", help="a solution package that records every call (v30's)")
     parser.add_argument("--rounds", type=int_at_least(1), default=3)
     parser.add_argument("--gpu-only", action="store_true", help="only the GPU latencies")
     args = parser.parse_args(argv)
-    missing = [f for f in ("__init__.py", "ffn_backward.py") if not os.path.isfile(os.path.join(args.capture_dir, f))]
-    if missing:  # load_run imports the package from both
-        parser.error(f"CAPTURE_SOLUTION_DIR {args.capture_dir!r}: no {' or '.join(missing)} there")
+    dirs = {"capture": args.capture_dir, "template": args.template_dir}
+    for name, directory in dirs.items():
+        missing = [f for f in ("__init__.py", "ffn_backward.py")
+                   if directory is not None and not os.path.isfile(os.path.join(directory, f))]
+        if missing:  # load_run imports the package from both
+            parser.error(f"{name} solution directory {directory!r}: no {' or '.join(missing)} there")
     device = require_gpu("ab_graph_update")
-    runs = {"capture": load_run(args.capture_dir), "template": checkout_run, "exec-setparams": exec_level_run()}
+    runs = {name: load_run(directory, f"{name}_solution") for name, directory in dirs.items() if directory}
+    runs["exec-setparams"] = checkout_run
     out = os.path.join(os.environ.get("OUT", "."), "graph_update_ab.json")
     header = {"provenance": provenance(
-        f"A/B of the graph update for new addresses: {args.capture_dir} ('capture'), the checkout ('template'), "
-        f"the checkout with exec-level SetParams ('exec-setparams'); host: bench/real_use.measure_host, 200 calls, "
+        f"A/B of the graph update for new addresses: {args.capture_dir} ('capture'), {args.template_dir} "
+        f"('template'), the checkout ('exec-setparams'); host: bench/real_use.measure_host, 200 calls, "
         f"{args.rounds} interleaved rounds; GPU: evaluation.timer.time_call (official-style, shifting addresses), "
         f"{args.rounds} interleaved rounds, median of 50 each, after all host measurements")}
     rows = []

@@ -2,8 +2,9 @@
 host time against ~23 at 128 tokens, in every run since v27). Each step of ffn_backward._run_graph
 and CallGraph.launch is replicated with perf_counter between steps, for calls with the same buffers
 after a synchronize (drained) and back to back, and for calls back to back that alternate between
-two sets of buffers (fresh addresses: the values written, the template's kernel nodes and the
-executable graph updated); medians of `--calls`.
+two sets of buffers (fresh addresses: the values written and the executable graph's kernel nodes
+updated; before v32, the template's nodes, then the executable graph from the template: session 25's
+results/host_steps_86c11a9_h100.json); medians of `--calls`.
 
     PYTHONPATH=. python bench/experiments/host_steps.py 128,17312,131072 [--calls 200]   # on the GPU machine
 """
@@ -27,7 +28,7 @@ from solution.arguments import check_arguments
 STEPS = ("check_arguments", "graph_cache", "workspace", "stream", "context_and_is_capturing", "graph_launch",
          "workspace_freed")
 FRESH_STEPS = ("check_arguments", "graph_cache", "workspace", "stream", "context_and_is_capturing", "write_values",
-               "node_updates", "exec_update", "graph_launch", "workspace_freed")
+               "node_updates", "graph_launch", "workspace_freed")
 
 
 def one_call(tensors: tuple, eps: float, fresh: bool = False) -> list[float]:
@@ -57,8 +58,6 @@ def one_call(tensors: tuple, eps: float, fresh: bool = False) -> list[float]:
             call_graph._graph_values = None
             stamps.append(time.perf_counter())
             graph._run_steps(call_graph._set_node_params)
-            stamps.append(time.perf_counter())
-            call_graph._write_into_exec(call_graph._template)
             call_graph._graph_values = values
             stamps.append(time.perf_counter())
         graph.check(cuda.cuGraphLaunch(call_graph.graph_exec, stream), "cuGraphLaunch")
