@@ -1,7 +1,9 @@
 """The GPU's SM clock and power while a call is timed the official way and while it runs back to back
 (issue 15: back-to-back calls at the largest workloads took 7-16% longer each than the official-style
-latency). nvidia-smi samples the clock and power every 20 ms in the background; each phase's
-samples are those between its start and end.
+latency). Per workload: the official-style timer; calls drained one by one, then back-to-back calls
+at once (bench/real_use.py's order); back-to-back calls with the same buffers and with fresh
+addresses, each after 0.5 s idle. nvidia-smi samples the clock and power every 20 ms in the
+background; each phase's samples are those between its start and end.
 
     PYTHONPATH=. python bench/experiments/sustained_clocks.py 17312,131072 [--calls 300]   # on the GPU machine
 """
@@ -62,16 +64,25 @@ def main(argv: list[str]) -> int:
             start = time.time()
             latency = time_call(run, inputs, outputs, warmup=10, rep=50).median_ms * 1e3
             phases.append({"tokens": t, "phase": "official timer", "us": latency, "start": start, "end": time.time()})
-            for name, argument_sets in (("back to back, same buffers", [[*inputs, *outputs]] * args.calls),
-                                        ("back to back, fresh addresses", _fresh(inputs, outputs, args.calls))):
+            same = [[*inputs, *outputs]] * args.calls
+            # bench/real_use.py's order: drained calls (a synchronize after each), then back to back
+            # at once; then each back-to-back run again after an idle spell, as the official timer's gaps
+            for name, argument_sets, idle_s, drained in (
+                    ("drained calls", same, 0.5, True),
+                    ("back to back, same buffers, no idle before", same, 0.0, False),
+                    ("back to back, same buffers", same, 0.5, False),
+                    ("back to back, fresh addresses", _fresh(inputs, outputs, args.calls), 0.5, False)):
                 torch.cuda.synchronize()
-                time.sleep(0.5)  # idle between phases, as the official timer's gaps
+                time.sleep(idle_s)
                 start = time.time()
                 for a in argument_sets:
                     run(*a)
+                    if drained:
+                        torch.cuda.synchronize()
                 torch.cuda.synchronize()
                 end = time.time()
-                phases.append({"tokens": t, "phase": name, "us": (end - start) / args.calls * 1e6, "start": start, "end": end})
+                phases.append({"tokens": t, "phase": name, "idle_before_s": idle_s, "us": (end - start) / args.calls * 1e6,
+                               "start": start, "end": end})
             del inputs, outputs
     finally:
         time.sleep(0.2)
@@ -91,8 +102,9 @@ def main(argv: list[str]) -> int:
         print(p["tokens"], p["phase"], round(p["us"], 1), {k: v for k, v in p.items() if k.startswith(("sm_", "power", "samples"))}, flush=True)
     with open(out, "w") as f:
         json.dump({"provenance": provenance(f"SM clock and power (nvidia-smi every {SAMPLE_MS} ms) per phase: the official-style "
-                                            f"timer, then {args.calls} back-to-back calls with the same buffers and with fresh "
-                                            "addresses (0.5 s idle before each)"), "phases": phases}, f, indent=1)
+                                            f"timer, then {args.calls} calls drained one by one, at once {args.calls} back-to-back "
+                                            "calls with the same buffers (bench/real_use.py's order), then after 0.5 s idle "
+                                            f"{args.calls} back-to-back calls with the same buffers and {args.calls} with fresh addresses"), "phases": phases}, f, indent=1)
     return 0
 
 
