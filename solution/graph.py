@@ -21,8 +21,9 @@ recording each call copied in by cuGraphExecUpdate (v30), the template's nodes u
 template copied in by cuGraphExecUpdate (v31), and the executable graph's nodes updated directly
 (this one; v16 did so too, when its kernels ran ~0.4-1 us longer each than in a captured graph,
 results/graph_update_2e42506.json, a difference not seen since on captured nodes,
-results/graph_update_ab_1fe8c3e.json). A new executable graph each call is as fast on the GPU and
-costs 30-66 us more host time than an update.
+results/graph_update_ab_1fe8c3e.json, results/graph_update_ab_bee8ddf_h100.json: 1.1-1.8 us less
+host time a call than v31's path, the GPU the same). A new executable graph each call is as fast on
+the GPU and costs 30-66 us more host time than an update.
 
 The parameter block of a Triton kernel is laid out here the way Triton 3.6's own launcher lays it
 out (triton/backends/nvidia/driver.py, `make_launcher`): one entry per parameter that is not a
