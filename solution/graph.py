@@ -6,7 +6,7 @@ kernel, and under its CUPTI tracing each separate launch costs ~20 us of host ti
 shorter than that would leave the GPU waiting. A graph's kernels follow each other back to back.
 
 What is kept per device, shape, plan and pointer alignment (a `CallGraph`): the compiled kernels,
-their parameter blocks, one or two private streams and a few events to record on, the template (the
+their parameter blocks, one or two private streams and a few events to record on, the recording (the
 launches recorded by stream capture on the first call: a CUgraph, host work only, kept because its
 nodes name the executable graph's) and the executable graph instantiated from it. What a call with
 new values does: write its addresses (and eps) into the parameter blocks, copy each block into its
@@ -16,14 +16,16 @@ executable graph as it is. Nothing computed from the data is kept: the parameter
 addresses, TMA descriptors of those addresses (re-encoded where an address changed), shapes and eps.
 `GraphCache` keeps the few most recent shapes per process.
 
-How the values reach the executable graph was measured three ways (PERFORMANCE.md, v32): a new
-recording each call copied in by cuGraphExecUpdate (v30), the template's nodes updated and the
-template copied in by cuGraphExecUpdate (v31), and the executable graph's nodes updated directly
-(this one; v16 did so too, when its kernels ran ~0.4-1 us longer each than in a captured graph,
-results/graph_update_2e42506.json, a difference not seen since on captured nodes,
-results/graph_update_ab_1fe8c3e.json, results/graph_update_ab_bee8ddf_h100.json: 1.1-1.8 us less
-host time a call than v31's path, the GPU the same). A new executable graph each call is as fast on
-the GPU and costs 30-66 us more host time than an update.
+How the values reach the executable graph was measured three ways (PERFORMANCE.md, "Current state:
+v32" and "v31"):
+- v30: the launches recorded again each call and copied in by cuGraphExecUpdate;
+- v31: a kept template's nodes updated, the template copied in by cuGraphExecUpdate;
+- v32, this one: the executable graph's nodes written directly, 1.2-1.7 us less host time a call
+  than v31 with the GPU the same (results/graph_update_ab_bee8ddf_h100.json).
+v16 also wrote an executable graph's nodes, made by cuGraphAddKernelNode rather than captured, and
+its kernels ran ~0.4-1 us longer each (results/graph_update_2e42506.json); captured nodes have not
+shown that (results/graph_update_ab_1fe8c3e.json and the v32 file). A new executable graph each call
+is as fast on the GPU and costs 30-66 us more host time than an update.
 
 The parameter block of a Triton kernel is laid out here the way Triton 3.6's own launcher lays it
 out (triton/backends/nvidia/driver.py, `make_launcher`): one entry per parameter that is not a
@@ -280,7 +282,7 @@ class CallGraph:
         self._lock = threading.Lock()  # the parameter blocks, streams and graph serve every caller of this shape
         # the launches recorded once (a CUgraph), and per launch the step that writes the values now
         # in its parameter block into its kernel node there
-        self._template = ctypes.c_void_p()
+        self._recording = ctypes.c_void_p()
         self._set_node_params: list[tuple[Callable, tuple, str]] = []
         context = ctypes.c_void_p()
         check(cuda.cuCtxGetCurrent(ctypes.byref(context)), "cuCtxGetCurrent")
@@ -351,15 +353,15 @@ class CallGraph:
             _run_steps(self._set_node_params)
             return
         cuda = cuda_driver()
-        if self._template.value:  # recorded, but the instantiation failed: recorded anew
-            recording, self._template = self._template, ctypes.c_void_p()
+        if self._recording.value:  # recorded, but the instantiation failed: recorded anew
+            recording, self._recording = self._recording, ctypes.c_void_p()
             check(cuda.cuGraphDestroy(recording), "cuGraphDestroy")
-        self._record_template()
-        check(cuda.cuGraphInstantiateWithFlags(ctypes.byref(self.graph_exec), self._template, ctypes.c_ulonglong(0)),
+        self._record()
+        check(cuda.cuGraphInstantiateWithFlags(ctypes.byref(self.graph_exec), self._recording, ctypes.c_ulonglong(0)),
               "cuGraphInstantiate")
 
-    def _record_template(self) -> None:
-        """The launches, with the values now in the parameter blocks, recorded as the template graph,
+    def _record(self) -> None:
+        """The launches, with the values now in the parameter blocks, recorded as a graph (kept),
         and each launch's kernel node found in it."""
         cuda = cuda_driver()
         graph = self._capture()
@@ -370,7 +372,7 @@ class CallGraph:
             if result:
                 error.__notes__ = [*getattr(error, "__notes__", []), f"cuGraphDestroy then failed too: {result}"]
             raise
-        self._template = graph
+        self._recording = graph
 
     def _node_param_steps(self, graph: ctypes.c_void_p) -> list[tuple[Callable, tuple, str]]:
         """Per launch, in order, the step that writes its parameter block's values into its kernel node
@@ -441,9 +443,9 @@ class CallGraph:
         already made complete)."""
         cuda = cuda_driver()
         errors = []
-        if self._template.value:
-            errors.append(("cuGraphDestroy", cuda.cuGraphDestroy(self._template)))
-            self._template = ctypes.c_void_p()
+        if self._recording.value:
+            errors.append(("cuGraphDestroy", cuda.cuGraphDestroy(self._recording)))
+            self._recording = ctypes.c_void_p()
         if self.graph_exec.value:
             errors.append(("cuGraphExecDestroy", cuda.cuGraphExecDestroy(self.graph_exec)))
             self.graph_exec.value = None  # the same object: the node update steps pass it

@@ -249,13 +249,13 @@ def test_a_failed_instantiation_is_recorded_anew_by_the_next_call(monkeypatch):
     call_graph = graph.CallGraph(*_fake_call_graph_inputs(), ("x",))
     with pytest.raises(RuntimeError, match="^cuGraphInstantiate failed"):
         call_graph.launch((0x2000,), 1e-5, 0x3000, stream=0x4000)
-    first_recording = call_graph._template.value
+    first_recording = call_graph._recording.value
     driver.failing = ()
     driver.calls.clear()
     call_graph.launch((0x2000,), 1e-5, 0x3000, stream=0x4000)
     assert _driver_calls(driver)[:3] == ["cuStreamIsCapturing", "cuGraphDestroy", "cuStreamBeginCapture_v2"]
     assert _driver_calls(driver)[-2:] == ["cuGraphInstantiateWithFlags", "cuGraphLaunch"]
-    assert call_graph._template.value != first_recording and call_graph.graph_exec.value
+    assert call_graph._recording.value != first_recording and call_graph.graph_exec.value
 
 
 def test_a_failed_node_update_is_an_error_and_keeps_the_graphs(monkeypatch):
@@ -267,7 +267,7 @@ def test_a_failed_node_update_is_an_error_and_keeps_the_graphs(monkeypatch):
     driver.calls.clear()
     with pytest.raises(RuntimeError, match=r"^cuGraphExecKernelNodeSetParams failed: CUresult 1"):
         call_graph.launch((0x2100,), 1e-5, 0x3000, stream=0x4000)
-    assert "cuGraphDestroy" not in driver.calls and call_graph.graph_exec.value and call_graph._template.value
+    assert "cuGraphDestroy" not in driver.calls and call_graph.graph_exec.value and call_graph._recording.value
 
 
 def test_a_failed_free_of_the_recording_does_not_hide_the_error(monkeypatch):
@@ -283,7 +283,7 @@ def test_destroy_frees_the_recording_and_the_executable_graph(monkeypatch):
     driver.calls.clear()
     call_graph.destroy()
     assert driver.calls[:2] == ["cuGraphDestroy", "cuGraphExecDestroy"]
-    assert not call_graph._template.value and not call_graph.graph_exec.value
+    assert not call_graph._recording.value and not call_graph.graph_exec.value
     assert all(arguments[0] is call_graph.graph_exec for _, arguments, _ in call_graph._set_node_params)
 
 
