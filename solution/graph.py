@@ -280,8 +280,8 @@ class CallGraph:
         # a call with the same values launches it as it is
         self._graph_values: tuple | None = None
         self._lock = threading.Lock()  # the parameter blocks, streams and graph serve every caller of this shape
-        # the launches recorded once (a CUgraph), and per launch the step that writes the values now
-        # in its parameter block into its kernel node there
+        # the launches recorded once (a CUgraph, kept for its node handles), and per launch the step
+        # that writes the values now in its parameter block into its kernel node of the executable graph
         self._recording = ctypes.c_void_p()
         self._set_node_params: list[tuple[Callable, tuple, str]] = []
         context = ctypes.c_void_p()
