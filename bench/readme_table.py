@@ -147,6 +147,7 @@ def render_real_use(results: dict, source: str) -> str:
     layers = {r.get("layers") for r in results["rows"]}  # buffers of a model's layers in turn: from session 24 on
     layers = layers.pop() if len(layers) == 1 and None not in layers else None
     verdicts = all("meets_targets" in r for r in results["rows"])  # issue 15's targets, as real_use.py judged them
+    reference = all("reference_us" in r for r in results["rows"])  # the host's own speed: from session 28 on
     lines = [
         f"Measured on {p['gpu']} (torch {p['torch']}, triton {p['triton']}), commit {p['commit']}, {p['date']}. "
         f"Source: `{source}`. Per call, in µs: host time of one call (no synchronize; median), after the GPU "
@@ -155,17 +156,20 @@ def render_real_use(results: dict, source: str) -> str:
         "addresses every call" + (f"; {layers} sets of buffers in turn, as a model's layers call" if layers else "")
         + "), and the official-style GPU latency of the same call"
         + ("; issue 15's targets: host time at most 40 µs, back-to-back wall-clock (same buffers and fresh "
-           "addresses) at most 1.1 x the GPU latency + 10 µs." if verdicts else "."),
+           "addresses) at most 1.1 x the GPU latency + 10 µs" if verdicts else "")
+        + ("; host reference: a fixed pure-Python task's median time, right before the workload's host "
+           "time (the same task on every commit: a slow spell of the host shows in it)." if reference else "."),
         "",
         "| workload | tokens | host | " + ("host, back-to-back | " if busy else "")
         + "back-to-back | back-to-back, fresh addresses | " + (f"back-to-back, {layers} layers | " if layers else "")
-        + "GPU latency |" + (" wall target | targets |" if verdicts else ""),
+        + "GPU latency |" + (" wall target | targets |" if verdicts else "") + (" host reference |" if reference else ""),
         "|---|---:|---:|" + ("---:|" if busy else "") + "---:|---:|" + ("---:|" if layers else "") + "---:|"
-        + ("---:|---|" if verdicts else ""),
+        + ("---:|---|" if verdicts else "") + ("---:|" if reference else ""),
         *[f"| {r['label']} | {r['tokens']} | {r['host_us']:.1f} | " + (f"{r['host_busy_us']:.1f} | " if busy else "")
           + f"{r['wall_same_us']:.1f} | {r['wall_fresh_us']:.1f} | "
           + (f"{r['wall_layers_us']:.1f} | " if layers else "") + f"{r['gpu_us']:.1f} |"
           + (f" {r['target_wall_us']:.1f} | {'met' if r['meets_targets'] else '**missed**'} |" if verdicts else "")
+          + (f" {r['reference_us']:.1f} |" if reference else "")
           for r in results["rows"]],
     ]
     return "\n".join(lines)

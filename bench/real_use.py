@@ -19,7 +19,14 @@ pays the host time of the call. Per workload:
     those calls;
   - gpu_us: the official-style GPU latency of the same call (evaluation.timer: CUPTI spans, cold L2,
     shifting addresses, median of 50);
-  - target_wall_us = 1.1 x gpu_us + 10 and target_host_us = 40 (issue 15), with pass/fail.
+  - target_wall_us = 1.1 x gpu_us + 10 and target_host_us = 40 (issue 15), with pass/fail;
+  - how busy the host itself was while these were measured, so that a slow spell of a shared host
+    can be told from a slower package: reference_us, the median time of a fixed pure-Python task
+    that touches no GPU (HostReference, timed right before the workload's host measurement; the
+    same on every commit, so it compares runs and hosts), and over the host measurement the share
+    of the CPUs' time the hypervisor took (steal_share, Linux's /proc/stat; null elsewhere) and
+    this thread's involuntary context switches. These only describe the host: no figure above is
+    corrected by them.
 
     python bench/real_use.py --out results/real_use_<commit>.json [--tokens 128 131072]
 """
@@ -29,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import statistics
 import sys
 import time
@@ -64,6 +72,48 @@ def back_to_back(argument_sets: list[list]) -> tuple[float, list[float]]:
     return (time.perf_counter() - start) / len(argument_sets) * 1e6, host
 
 
+class HostReference:
+    """A fixed pure-Python task (integer arithmetic and a sort, ~20 us on a quiet host): its
+    median time says how fast this host runs Python right now."""
+
+    REPEATS = 50
+
+    @staticmethod
+    def task() -> int:
+        return sum(sorted(((i * 7919) % 1009 for i in range(300)), reverse=True)[::3])
+
+    @classmethod
+    def median_us(cls) -> float:
+        times = []
+        for _ in range(cls.REPEATS):
+            start = time.perf_counter()
+            cls.task()
+            times.append((time.perf_counter() - start) * 1e6)
+        return statistics.median(times)
+
+
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(all CPUs' steal ticks, all CPUs' ticks) from /proc/stat's first line, or None where the
+    file is not Linux's."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        ticks = [int(v) for v in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError):
+        return None
+    return (ticks[7], sum(ticks)) if fields[0] == "cpu" and len(ticks) == 8 else None
+
+
+def _steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
+def _involuntary_switches() -> int:
+    return resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)).ru_nivcsw
+
+
 def _back_to_back_us(argument_sets: list[list]) -> tuple[float, float]:
     """(wall-clock per call over the back-to-back calls, the median host time of one of them)."""
     wall, host = back_to_back(argument_sets)
@@ -89,6 +139,8 @@ def measure_host(workload: reference.Workload, calls: int, device: torch.device)
     for _ in range(calls):
         run(*same)
     torch.cuda.synchronize()
+    reference_us = HostReference.median_us()
+    ticks, switches = _cpu_ticks(), _involuntary_switches()
     host = []
     for _ in range(calls):
         start = time.perf_counter()
@@ -104,10 +156,13 @@ def measure_host(workload: reference.Workload, calls: int, device: torch.device)
     for args in layers:  # the step before
         run(*args)
     wall_layers, host_layers_busy = _back_to_back_us([layers[k % LAYERS] for k in range(calls)])
+    steal = _steal_share(ticks, _cpu_ticks())
     return {"uuid": workload.uuid, "label": workload.label, "tokens": workload.tokens,
             "host_us": statistics.median(host), "host_us_max": max(host), "host_busy_us": host_busy,
             "host_fresh_busy_us": host_fresh_busy, "wall_same_us": wall_same, "wall_fresh_us": wall_fresh,
-            "layers": LAYERS, "host_layers_busy_us": host_layers_busy, "wall_layers_us": wall_layers}
+            "layers": LAYERS, "host_layers_busy_us": host_layers_busy, "wall_layers_us": wall_layers,
+            "reference_us": reference_us, "steal_share": steal,
+            "involuntary_switches": _involuntary_switches() - switches}
 
 
 def add_gpu_latency(row: dict, workload: reference.Workload, device: torch.device) -> dict:
@@ -153,6 +208,10 @@ def _relative_paths(profile: str) -> str:
     return re.sub(r"[^\s(]*/lib/python3\.\d+/", "<python>/", profile)
 
 
+def _percent(share: float | None) -> str:
+    return "n/a" if share is None else f"{100 * share:.1f}%"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", help="only the workloads of these token counts")
@@ -183,12 +242,16 @@ def main(argv=None) -> int:
         print(f"{w.label:>12} M={w.tokens:>6}: host {r['host_us']:7.1f} us, back-to-back {r['wall_same_us']:8.1f} "
               f"(fresh addresses {r['wall_fresh_us']:8.1f}, {LAYERS} layers {r['wall_layers_us']:8.1f}) us, "
               f"GPU {r['gpu_us']:8.1f} us, target wall "
-              f"{r['target_wall_us']:8.1f}: {'ok' if r['meets_targets'] else 'MISSED'}", flush=True)
+              f"{r['target_wall_us']:8.1f}: {'ok' if r['meets_targets'] else 'MISSED'}; host reference "
+              f"{r['reference_us']:5.1f} us, steal {_percent(r['steal_share'])}, {r['involuntary_switches']} "
+              "involuntary switches", flush=True)
     with open(args.out, "w") as f:
         json.dump({"provenance": provenance(f"bench/real_use.py: host time of one call (perf_counter, median of "
                                             f"{args.calls}), back-to-back wall-clock per call over {args.calls} "
                                             f"calls (same buffers; fresh addresses; {LAYERS} sets of buffers in "
-                                            "turn), official-style GPU latency (evaluation.timer)"),
+                                            "turn), official-style GPU latency (evaluation.timer); the host's "
+                                            "own speed beside them (HostReference, steal share, "
+                                            "involuntary switches)"),
                    "rows": rows}, f, indent=1)
     missed = [r["label"] for r in rows if not r["meets_targets"]]
     print(f"{len(rows) - len(missed)} passed, {len(missed)} failed" + (f": {', '.join(missed)}" if missed else ""))

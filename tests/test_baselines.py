@@ -282,3 +282,17 @@ def test_real_use_table_shows_the_verdicts_where_judged():
     row = next(line for line in table.splitlines() if line.startswith("| B1xS128"))
     assert header.endswith("| wall target | targets |") and row.endswith("| 36.7 | **missed** |")
     assert header.count("|") == row.count("|")
+
+
+def test_real_use_table_shows_the_host_reference_where_measured():
+    """The host's own speed (a fixed pure-Python task) gets its column where real_use measured it."""
+    results = _real_use(True)
+    results["rows"][0].update(target_wall_us=36.7, meets_targets=True)
+    assert "host reference" not in readme_table.render_real_use(results, "results/real_use_x.json")
+    results["rows"][0].update(reference_us=21.4, steal_share=0.0, involuntary_switches=3)
+    table = readme_table.render_real_use(results, "results/real_use_x.json")
+    lines = table.splitlines()
+    header = next(line for line in lines if line.startswith("| workload"))
+    row = next(line for line in lines if line.startswith("| B1xS128"))
+    assert header.endswith("| targets | host reference |") and row.endswith("| met | 21.4 |")
+    assert header.count("|") == row.count("|") == next(line for line in lines if line.startswith("|---")).count("|")

@@ -250,3 +250,17 @@ def test_ab_solutions_variants_are_plans_the_solution_takes():
         for tokens in (128, 1163, 2984, 4096, 4097, 17312):
             call = describe_call(Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
             assert call.launches, (name, tokens)
+
+
+def test_real_use_describes_the_host_it_ran_on():
+    """real_use's host figures: the reference task is fixed and takes measurable time; the steal
+    share is a share of the ticks that passed, and unknown where the ticks are."""
+    from bench import real_use
+
+    assert real_use.HostReference.task() == real_use.HostReference.task()
+    assert real_use.HostReference.median_us() > 0
+    assert real_use._steal_share((5, 1000), (15, 1100)) == pytest.approx(0.1)
+    assert real_use._steal_share(None, (15, 1100)) is None and real_use._steal_share((5, 1000), (5, 1000)) is None
+    ticks = real_use._cpu_ticks()
+    assert ticks is None or 0 <= ticks[0] <= ticks[1]
+    assert real_use._involuntary_switches() >= 0
