@@ -26,7 +26,7 @@ from evaluation.provenance import provenance
 from solution.ffn_backward import run as checkout_run
 
 FIELDS = ("host_us", "host_busy_us", "host_fresh_busy_us", "wall_same_us", "wall_fresh_us", "host_layers_busy_us",
-          "wall_layers_us")
+          "wall_layers_us", "reference_us")  # reference_us: the host's own speed (bench/real_use.HostReference)
 
 
 def load_run(directory: str, name: str = "old_solution"):
