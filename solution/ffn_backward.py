@@ -50,6 +50,15 @@ _graphs = GraphCache(GRAPHS_KEPT)  # nothing in it touches a GPU before the firs
 _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 _current_stream = (getattr(torch._C, "_cuda_getCurrentRawStream", None)
                    or (lambda index: torch.cuda.current_stream(index).cuda_stream))
+# A call's workspace: one block of the caching allocator, taken for the current stream and handed
+# back as soon as the graph is launched on it (the allocator gives it out again only to work that
+# this stream runs later, as for a tensor freed after a launch), without the tensor object around
+# it (torch's C functions behind torch.cuda.caching_allocator_alloc and _delete, where this torch
+# has them; the public forms otherwise)
+_workspace_alloc = (getattr(torch._C, "_cuda_cudaCachingAllocator_raw_alloc", None)
+                    or (lambda size, stream: torch.cuda.caching_allocator_alloc(size, stream=stream)))
+_workspace_free = (getattr(torch._C, "_cuda_cudaCachingAllocator_raw_delete", None)
+                   or torch.cuda.caching_allocator_delete)
 
 
 def run(
@@ -141,8 +150,12 @@ def _run_graph(plan: LaunchPlan | None, dims: Dims, tensors: tuple, addresses: t
     # alignment (the workspaces are always aligned)
     key = (dims, plan, True if aligned else tuple(a % TMA_ALIGNMENT == 0 for a in addresses))
     call_graph = _graphs.get(key, lambda: _build_graph(_describe(dims, plan), tensors, eps))
-    flat = torch.empty(call_graph.workspace_bytes, dtype=torch.uint8, device=dims.device)
-    call_graph.launch(addresses, eps, flat.data_ptr(), _current_stream(dims.device.index))
+    stream = _current_stream(dims.device.index)
+    workspace = _workspace_alloc(call_graph.workspace_bytes, stream)
+    try:
+        call_graph.launch(addresses, eps, workspace, stream)
+    finally:
+        _workspace_free(workspace)
 
 
 def _build_graph(call: CallDescription, tensors: tuple, eps: float) -> CallGraph:
