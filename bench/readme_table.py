@@ -28,7 +28,7 @@ from reference.problem import ROOT
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
 REAL_USE_BEGIN, REAL_USE_END = "<!-- real-use:begin -->", "<!-- real-use:end -->"
 RESULTS_FILE = ROOT / "results" / "eval_b6c01ec.json"  # the evaluation the README reports
-REAL_USE_FILE = ROOT / "results" / "real_use_bee8ddf_h100.json"  # its real-use measurement
+REAL_USE_FILE = ROOT / "results" / "real_use_f149920_h100.json"  # its real-use measurement
 
 
 class UsageError(Exception):
