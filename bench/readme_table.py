@@ -148,6 +148,7 @@ def render_real_use(results: dict, source: str) -> str:
     layers = layers.pop() if len(layers) == 1 and None not in layers else None
     verdicts = all("meets_targets" in r for r in results["rows"])  # issue 15's targets, as real_use.py judged them
     reference = all("reference_us" in r for r in results["rows"])  # the host's own speed: from session 28 on
+    after = reference and all("reference_after_us" in r for r in results["rows"])  # and after the calls too
     lines = [
         f"Measured on {p['gpu']} (torch {p['torch']}, triton {p['triton']}), commit {p['commit']}, {p['date']}. "
         f"Source: `{source}`. Per call, in µs: host time of one call (no synchronize; median), after the GPU "
@@ -158,7 +159,8 @@ def render_real_use(results: dict, source: str) -> str:
         + ("; issue 15's targets: host time at most 40 µs, back-to-back wall-clock (same buffers and fresh "
            "addresses) at most 1.1 x the GPU latency + 10 µs" if verdicts else "")
         + ("; host reference: a fixed pure-Python task's median time, right before the workload's host "
-           "time (the same task on every commit: a slow spell of the host shows in it)." if reference else "."),
+           "time" + (" / right after its back-to-back calls" if after else "")
+           + " (the same task on every commit: a slow spell of the host shows in it)." if reference else "."),
         "",
         "| workload | tokens | host | " + ("host, back-to-back | " if busy else "")
         + "back-to-back | back-to-back, fresh addresses | " + (f"back-to-back, {layers} layers | " if layers else "")
@@ -169,7 +171,8 @@ def render_real_use(results: dict, source: str) -> str:
           + f"{r['wall_same_us']:.1f} | {r['wall_fresh_us']:.1f} | "
           + (f"{r['wall_layers_us']:.1f} | " if layers else "") + f"{r['gpu_us']:.1f} |"
           + (f" {r['target_wall_us']:.1f} | {'met' if r['meets_targets'] else '**missed**'} |" if verdicts else "")
-          + (f" {r['reference_us']:.1f} |" if reference else "")
+          + (f" {r['reference_us']:.1f}" + (f" / {r['reference_after_us']:.1f}" if after else "") + " |"
+             if reference else "")
           for r in results["rows"]],
     ]
     return "\n".join(lines)

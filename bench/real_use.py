@@ -21,12 +21,13 @@ pays the host time of the call. Per workload:
     shifting addresses, median of 50);
   - target_wall_us = 1.1 x gpu_us + 10 and target_host_us = 40 (issue 15), with pass/fail;
   - how busy the host itself was while these were measured, so that a slow spell of a shared host
-    can be told from a slower package: reference_us, the median time of a fixed pure-Python task
-    that touches no GPU (HostReference, timed right before the workload's host measurement; the
-    same on every commit, so it compares runs and hosts), and over the host measurement the share
-    of the CPUs' time the hypervisor took (steal_share, Linux's /proc/stat; null elsewhere) and
-    this thread's involuntary context switches. These only describe the host: no figure above is
-    corrected by them.
+    can be told from a slower package: reference_us and reference_after_us, the median time of a
+    fixed pure-Python task that touches no GPU (HostReference; the same on every commit, so it
+    compares runs and hosts), timed right before the workload's host measurement and right after
+    its last back-to-back phase (a spell can begin or end in between); and over the host
+    measurement the share of the CPUs' time the hypervisor took (steal_share, Linux's /proc/stat;
+    null elsewhere) and this thread's involuntary context switches. These only describe the host:
+    no figure above is corrected by them.
 
     python bench/real_use.py --out results/real_use_<commit>.json [--tokens 128 131072]
 """
@@ -156,12 +157,12 @@ def measure_host(workload: reference.Workload, calls: int, device: torch.device)
     for args in layers:  # the step before
         run(*args)
     wall_layers, host_layers_busy = _back_to_back_us([layers[k % LAYERS] for k in range(calls)])
-    steal = _steal_share(ticks, _cpu_ticks())
+    steal, reference_after_us = _steal_share(ticks, _cpu_ticks()), HostReference.median_us()
     return {"uuid": workload.uuid, "label": workload.label, "tokens": workload.tokens,
             "host_us": statistics.median(host), "host_us_max": max(host), "host_busy_us": host_busy,
             "host_fresh_busy_us": host_fresh_busy, "wall_same_us": wall_same, "wall_fresh_us": wall_fresh,
             "layers": LAYERS, "host_layers_busy_us": host_layers_busy, "wall_layers_us": wall_layers,
-            "reference_us": reference_us, "steal_share": steal,
+            "reference_us": reference_us, "reference_after_us": reference_after_us, "steal_share": steal,
             "involuntary_switches": _involuntary_switches() - switches}
 
 
@@ -243,7 +244,7 @@ def main(argv=None) -> int:
               f"(fresh addresses {r['wall_fresh_us']:8.1f}, {LAYERS} layers {r['wall_layers_us']:8.1f}) us, "
               f"GPU {r['gpu_us']:8.1f} us, target wall "
               f"{r['target_wall_us']:8.1f}: {'ok' if r['meets_targets'] else 'MISSED'}; host reference "
-              f"{r['reference_us']:5.1f} us, steal {_percent(r['steal_share'])}, {r['involuntary_switches']} "
+              f"{r['reference_us']:5.1f} / {r['reference_after_us']:5.1f} us (before / after), steal {_percent(r['steal_share'])}, {r['involuntary_switches']} "
               "involuntary switches", flush=True)
     with open(args.out, "w") as f:
         json.dump({"provenance": provenance(f"bench/real_use.py: host time of one call (perf_counter, median of "
