@@ -264,3 +264,13 @@ def test_real_use_describes_the_host_it_ran_on():
     ticks = real_use._cpu_ticks()
     assert ticks is None or 0 <= ticks[0] <= ticks[1]
     assert real_use._involuntary_switches() >= 0
+
+
+def test_ab_rounds_alternate_which_variant_runs_first():
+    """The host A/Bs reverse the variants' order every other round (later in a round runs under a
+    lower clock), and every round measures every variant once."""
+    from bench.experiments.ab_host_path import round_order
+
+    names = ["old", "checkout"]
+    assert [round_order(names, k) for k in range(3)] == [names, names[::-1], names]
+    assert all(sorted(round_order(["a", "b", "c"], k)) == ["a", "b", "c"] for k in range(4))

@@ -23,7 +23,7 @@ import sys
 
 import bench.real_use as real_use
 import reference
-from bench.experiments.ab_host_path import FIELDS, load_run
+from bench.experiments.ab_host_path import FIELDS, load_run, round_order
 from bench.experiments.workload_case import checked_and_timed, description, workload_tokens
 from bench.gpu import require_gpu
 from evaluation.provenance import provenance
@@ -67,7 +67,8 @@ def main(argv: list[str]) -> int:
     header = {"provenance": provenance(
         f"A/B of the graph update for new addresses: {args.capture_dir} ('capture'), {args.template_dir} "
         f"('template'), the checkout ('exec-setparams'); host: bench/real_use.measure_host, 200 calls, "
-        f"{args.rounds} interleaved rounds; GPU: evaluation.timer.time_call (official-style, shifting addresses), "
+        f"{args.rounds} interleaved rounds (the order reversed every other round from session 28 on); GPU: "
+        "evaluation.timer.time_call (official-style, shifting addresses), "
         f"{args.rounds} interleaved rounds, median of 50 each, after all host measurements")}
     rows = []
 
@@ -78,9 +79,9 @@ def main(argv: list[str]) -> int:
     for t in [] if args.gpu_only else args.tokens:
         workload = next(w for w in reference.WORKLOADS if w.tokens == t)
         host = {name: [] for name in runs}
-        for _ in range(args.rounds):
-            for name, run in runs.items():
-                real_use.run = run  # measure_host calls the module's `run`
+        for k in range(args.rounds):
+            for name in round_order(list(runs), k):
+                real_use.run = runs[name]  # measure_host calls the module's `run`
                 host[name].append({**{k: v for k, v in real_use.measure_host(workload, 200, device).items() if k in FIELDS},
                                    **fresh_host(workload, 200, device)})
         row = {"tokens": t, "host_rounds": host,

@@ -29,6 +29,13 @@ FIELDS = ("host_us", "host_busy_us", "host_fresh_busy_us", "wall_same_us", "wall
           "wall_layers_us", "reference_us")  # reference_us: the host's own speed (bench/real_use.HostReference)
 
 
+def round_order(names: list[str], k: int) -> list[str]:
+    """The variants' order in round k, reversed every other round. Measured later in a round means
+    measured after a longer load, under a lower clock (the board's power cap:
+    results/sustained_clocks_order_e465d36_h100.json), which must not always fall on the same variant."""
+    return names if k % 2 == 0 else names[::-1]
+
+
 def load_run(directory: str, name: str = "old_solution"):
     """`run` of the solution package in `directory`, imported as package `name`."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(directory, "__init__.py"),
@@ -56,9 +63,9 @@ def main(argv: list[str]) -> int:
     for t in tokens:
         workload = next(w for w in reference.WORKLOADS if w.tokens == t)
         per_round = {name: [] for name in runs}
-        for _ in range(rounds):
-            for name, run in runs.items():
-                real_use.run = run  # measure_host calls the module's `run`
+        for k in range(rounds):
+            for name in round_order(list(runs), k):
+                real_use.run = runs[name]  # measure_host calls the module's `run`
                 per_round[name].append({k: v for k, v in real_use.measure_host(workload, 200, device).items()
                                         if k in FIELDS})
         rows.append({"tokens": t, "rounds": per_round,
@@ -68,7 +75,8 @@ def main(argv: list[str]) -> int:
         with open(out, "w") as f:
             json.dump({"provenance": provenance(f"A/B of the host path: {old_dir} ('old') vs the checkout's solution, "
                                                 f"bench/real_use.measure_host (200 calls each way), {rounds} "
-                                                "interleaved rounds, medians of the rounds"),
+                                                "interleaved rounds (the order reversed every other round from "
+                                                "session 28 on), medians of the rounds"),
                        "rows": rows}, f, indent=1)
     torch.cuda.synchronize()
     return 0
