@@ -157,7 +157,8 @@ def measure_host(workload: reference.Workload, calls: int, device: torch.device)
     for args in layers:  # the step before
         run(*args)
     wall_layers, host_layers_busy = _back_to_back_us([layers[k % LAYERS] for k in range(calls)])
-    steal, reference_after_us = _steal_share(ticks, _cpu_ticks()), HostReference.median_us()
+    steal = _steal_share(ticks, _cpu_ticks())
+    reference_after_us = HostReference.median_us()
     return {"uuid": workload.uuid, "label": workload.label, "tokens": workload.tokens,
             "host_us": statistics.median(host), "host_us_max": max(host), "host_busy_us": host_busy,
             "host_fresh_busy_us": host_fresh_busy, "wall_same_us": wall_same, "wall_fresh_us": wall_fresh,
