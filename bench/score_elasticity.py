@@ -135,11 +135,12 @@ def report(rows: list[dict], what_if: dict[int, float]) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--results", type=Path, default=RESULTS_FILE, help="an evaluator results file")
-    parser.add_argument("--what-if", default="", help="TOKENS=US[,...]: those workloads' times replaced")
+    parser.add_argument("--what-if", help="TOKENS=US[,...]: those workloads' times replaced")
     args = parser.parse_args(argv)
     try:
         rows = load_rows(args.results)
-        print(report(rows, parse_what_if(args.what_if, {r["tokens"] for r in rows})))
+        what_if = {} if args.what_if is None else parse_what_if(args.what_if, {r["tokens"] for r in rows})
+        print(report(rows, what_if))
     except UsageError as error:
         print(f"score_elasticity: {error}", file=sys.stderr)
         return 2

@@ -131,8 +131,12 @@ def test_score_elasticity_is_the_derivative_of_the_score(capsys):
     t_sol, t_b = score_elasticity.scales(big)["b200"]
     expected = -score_elasticity.elasticity(big["latency_ms"], t_sol, t_b) * 0.01 / 16
     assert math.log(after / before) == pytest.approx(expected, rel=0.02)
+    assert score_elasticity.main([]) == 0  # the documented run: no what-if
+    out = capsys.readouterr().out
+    assert "geomean S:" in out and "with " not in out
+    assert score_elasticity.main(["--what-if", ""]) == 2  # given, but empty
     assert score_elasticity.main(["--what-if", "5=3"]) == 2
-    assert capsys.readouterr().err.count("\n") == 1
+    assert capsys.readouterr().err.count("\n") == 2
 
 
 # -- command lines: --help does no work; a bad argument is a usage error before the GPU check -------------
