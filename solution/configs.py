@@ -317,17 +317,17 @@ _SM90 = replace(
                  (ANY_TOKENS, GemmConfig(block_m=128, block_n=256, block_k=64, num_warps=4, num_stages=3,
                                          warp_specialized=True))),
     # Beyond 2048 tokens gelu_output's fp16 copy beside stage 3, not in stage 1 (which then moves 2.0
-    # instead of 3.6 GB at 131072 tokens: 389 vs 745 us), one program an SM up to 32768 tokens, two
-    # beyond. Against v25 (the copy in stage 1; official-style timer, 3 interleaved rounds, us;
-    # results/solutions_ab_1b6e80d.json), one / two programs an SM: 2984 tokens 84.8 / 85.5 vs 88.6,
+    # instead of 3.6 GB at 131072 tokens: 389 vs 745 us), one program an SM. Since v30 the copy runs
+    # only at 2049-4096 tokens (from 4097 stage 4 reads the fp32 input); v26 ran it at every size from
+    # 2049 and chose two programs an SM beyond 32768 tokens. Against v25 (the copy in stage 1;
+    # official-style timer, 3 interleaved rounds, us; results/solutions_ab_1b6e80d.json), one / two
+    # programs an SM: 2984 tokens 84.8 / 85.5 vs 88.6,
     # 7184: 175.6 / 174.1 vs 184.0, 17312: 393.9 / 399.1 vs 415.5, 131072: 2818 / 2784 vs 2894; stage 3
     # beside the copy took 492 -> 659 / 730 us there, the copy 765 / 611. Launched after stage 3 the
     # copy waited for stage 3's last wave (results/solutions_ab_d8eeb70.json), and launched first with
     # the driver's shared-memory carveout it kept stage 3's programs off its SMs until it ended
     # (results/solutions_ab_880b5b4.json): launches.py launches it first and asks for the largest carveout.
-    gelu_copy_beside_stage3=((32768, 1), (ANY_TOKENS, 2)),
-    layernorm=(_TRITON_PLAN.layernorm[0], (2048, LayerNormConfig(block_m=8, warps=4, waves=4)),
-               (ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4))),
+    gelu_copy_beside_stage3=((ANY_TOKENS, 1),),
     # Beyond 2048 tokens stage 2 warp-specialized (gelu_backward_ws.py), 64x128 tiles, 4 operand
     # stages. Stage 2 alone against the persistent kernel above (official-style timer, us;
     # results/stage2_prototypes_ws_98c5cb0.json, at 2984 tokens
