@@ -1,7 +1,6 @@
 """Host time of the argument checks, pass by pass, on a workload's CUDA tensors (session 28's
 results/host_steps_692b228_h100_run2.json: check_arguments took 11.5 us of an 18.4-us call at 128
-tokens, where the same code on this repository's CPU tensors takes ~6 us on a host whose reference
-task runs ~1.6x slower). Each item is timed by timeit (median and minimum over `--repeats` of
+tokens; which of its parts cost what). Each item is timed by timeit (median and minimum over `--repeats` of
 `--number` calls, us per call); beside them bench/real_use's host reference. Items:
   - check_arguments as a whole (the layout known, the same buffers every call);
   - each of its passes over the 17 tensors (type, shape, get_device, dtype, is_contiguous,
