@@ -245,8 +245,8 @@ def main(argv=None) -> int:
               f"(fresh addresses {r['wall_fresh_us']:8.1f}, {LAYERS} layers {r['wall_layers_us']:8.1f}) us, "
               f"GPU {r['gpu_us']:8.1f} us, target wall "
               f"{r['target_wall_us']:8.1f}: {'ok' if r['meets_targets'] else 'MISSED'}; host reference "
-              f"{r['reference_us']:5.1f} / {r['reference_after_us']:5.1f} us (before / after), steal {_percent(r['steal_share'])}, {r['involuntary_switches']} "
-              "involuntary switches", flush=True)
+              f"{r['reference_us']:5.1f} / {r['reference_after_us']:5.1f} us (before / after), "
+              f"steal {_percent(r['steal_share'])}, {r['involuntary_switches']} involuntary switches", flush=True)
     with open(args.out, "w") as f:
         json.dump({"provenance": provenance(f"bench/real_use.py: host time of one call (perf_counter, median of "
                                             f"{args.calls}), back-to-back wall-clock per call over {args.calls} "

@@ -79,8 +79,8 @@ def main(argv: list[str]) -> int:
     for t in [] if args.gpu_only else args.tokens:
         workload = next(w for w in reference.WORKLOADS if w.tokens == t)
         host = {name: [] for name in runs}
-        for k in range(args.rounds):
-            for name in round_order(list(runs), k):
+        for round_index in range(args.rounds):
+            for name in round_order(list(runs), round_index):
                 real_use.run = runs[name]  # measure_host calls the module's `run`
                 host[name].append({**{k: v for k, v in real_use.measure_host(workload, 200, device).items() if k in FIELDS},
                                    **fresh_host(workload, 200, device)})

@@ -63,8 +63,8 @@ def main(argv: list[str]) -> int:
     for t in tokens:
         workload = next(w for w in reference.WORKLOADS if w.tokens == t)
         per_round = {name: [] for name in runs}
-        for k in range(rounds):
-            for name in round_order(list(runs), k):
+        for round_index in range(rounds):
+            for name in round_order(list(runs), round_index):
                 real_use.run = runs[name]  # measure_host calls the module's `run`
                 per_round[name].append({k: v for k, v in real_use.measure_host(workload, 200, device).items()
                                         if k in FIELDS})
