@@ -1,5 +1,5 @@
-"""Stage 2 on Hopper, warp-specialized (Gluon): gelu_backward_gemm.py's persistent kernel with its
-MMAs and its epilogue in different warps, so that one tile's epilogue runs beside the next tile's MMAs.
+"""Stage 2 on Hopper, warp-specialized (Gluon): the MMAs and the epilogue in different warps, so
+that one tile's epilogue runs beside the next tile's MMAs.
 
     grad_fc1_output = (grad_residual @ fc2_weight) * gelu'(fc1_output)    fp16 out, fp32 math
     bias_partials[row tile] = column sums of the fp32 grad_fc1_output tile
@@ -15,11 +15,10 @@ One program an SM, persistent over the tiles pid, pid + programs, ... in tiling.
 mbarriers carry every hand-off (operand stage ready / empty, fc1 buffer ready / empty, turn). A
 barrier starts with phase 1 complete: a first wait for phase 1 passes.
 
-Why it is written in Gluon (triton.experimental.gluon): Triton's tl.dot pipelines run the K loop and
-the epilogue in the same warps, and the persistent kernel's three programs an SM overlapped them only
-in part (configs.py's stage-2 entries; PERFORMANCE.md). Hopper only (wgmma, setmaxnreg); the Triton
-interpreter does not run Gluon, so the CPU tests exercise the Triton kernels of the same stage and
-the GPU tests this one.
+Why Gluon: Triton's tl.dot pipelines run the K loop and the epilogue in the same warps. Hopper only
+(wgmma, setmaxnreg); the Triton interpreter does not run Gluon, so the CPU tests exercise the Triton
+kernel of the same stage (gelu_backward_gemm.py) and the GPU tests this one. gelu' and the tile
+order are the Triton helpers' (gelu.py, tiling.py), which Gluon code calls as they are.
 """
 
 from triton.experimental import gluon
@@ -27,23 +26,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from .gelu import GELU_COEFF, TWO_C  # 2u = TWO_C (x + GELU_COEFF x^3)
-
-LOG2E = gl.constexpr(1.4426950408889634)
-# the odd consumer's registers a thread (the even one, the default partition, gets what is left: 248
-# in the sm_90 PTX); with the loader warpgroup's 24, 128 x (248 + 232 + 24) = 64512 of an SM's 64 K
-CONSUMER_REGISTERS = gl.constexpr(232)
-KERNEL_REGISTERS = 168  # what the 12 warps start with (maxnreg): 168 x 384 threads fit an SM
-
-
-@gluon.jit
-def gelu_tanh_grad(x):
-    """gelu.py's sigmoid form, gelu'(x) = s (1 + x (1 - s) 2 du/dx) with s = sigmoid(2u), in Gluon
-    (sigmoid(z) = 1 / (1 + 2^(-z log2 e)), as Triton's tl.sigmoid)."""
-    x2 = x * x
-    s = 1.0 / (1.0 + gl.exp2(x * (x2 * (TWO_C * GELU_COEFF) + TWO_C) * -LOG2E))
-    twice_du_dx = x2 * (3.0 * TWO_C * GELU_COEFF) + TWO_C
-    return s * ((x * (1.0 - s)) * twice_du_dx + 1.0)
+from .gelu import gelu_tanh_grad
+from .tiling import grouped_tile
+from .warp_specialization import LOADER_REGISTERS, MMA_REGISTERS
 
 
 @gluon.jit
@@ -51,12 +36,8 @@ def program_tile(t, M, I: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.const
     """(row tile, first row, first column) of this program's t-th tile: tiling.grouped_tile's order."""
     tiles_m = gl.cdiv(M, BLOCK_M)
     tiles_n: gl.constexpr = I // BLOCK_N
-    tile = gl.program_id(0) + t * gl.num_programs(0)
-    per_group = GROUP_M * tiles_n
-    first_m = (tile // per_group) * GROUP_M
-    group_size = gl.minimum(tiles_m - first_m, GROUP_M)
-    tile_m = first_m + (tile % per_group) % group_size
-    return tile_m, tile_m * BLOCK_M, (tile % per_group) // group_size * BLOCK_N
+    tile_m, tile_n = grouped_tile(gl.program_id(0) + t * gl.num_programs(0), tiles_m, tiles_n, GROUP_M)
+    return tile_m, tile_m * BLOCK_M, tile_n * BLOCK_N
 
 
 @gluon.jit
@@ -180,4 +161,4 @@ def gelu_backward_ws_kernel(
         (consume, (p, 0, H, I, GROUP_M)),  # the default partition: the kernel's own 4 warps
         (consume_odd, (p, H, I, GROUP_M)),
         (load, (p, H, I, GROUP_M)),
-    ], [4, 1], [CONSUMER_REGISTERS, 24])
+    ], [4, 1], [MMA_REGISTERS, LOADER_REGISTERS])

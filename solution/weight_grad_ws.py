@@ -11,13 +11,12 @@ is the fp16 x tile in shared memory:
     out^T (Q x P) = y^T (Q x M) @ x (M x P),   P the x side (H for fc2, I for fc1), Q the y side.
 
 Why Gluon: Triton 3.6 pipelines a register A operand unsafely on sm_90 (the next iteration loads A
-into registers that an MMA in flight has yet to read, triton-lang/triton#9433; configs.py), so
-stage 4 contracted fp16 copies there, made by stage 1 and by a launch beside stage 3. Here each MMA
-is synchronous: it is done with its registers before its warpgroup loads the next step's A (race-free
-by construction), and the other MMA warpgroup keeps the tensor cores busy meanwhile.
+into registers that an MMA in flight has yet to read, triton-lang/triton#9433; configs.py). Here each
+MMA is synchronous: it is done with its registers before its warpgroup loads the next step's A
+(race-free by construction), and the other MMA warpgroup keeps the tensor cores busy meanwhile.
 
-Layout of the work: BLOCK_P x 128 output tiles (32 a weight), the tokens split in SPLITS = 2 halves,
-so 2 x 32 x 2 = 128 programs, one an SM. Per program three partitions:
+Layout of the work: 128 x BLOCK_P output tiles (Q x P; 32 a weight at BLOCK_P = 256), the tokens
+split in SPLITS = 2 halves, so 2 x 32 x 2 = 128 programs, one an SM. Per program three partitions:
   - a loader warp: per BLOCK_K tokens, the fp16 x tile and the fp32 y tile's two 64-column halves
     (TMA, a ring of STAGES buffers);
   - two MMA warpgroups, each 64 of the tile's 128 Q rows (wgmma m64nBLOCK_Pk16, the accumulator
@@ -29,41 +28,38 @@ own + other into the weight gradient. With two splits that sum is the same bits 
 second (fp32 addition is commutative), so the result is deterministic.
 
 Hopper only (wgmma, setmaxnreg); the Triton interpreter does not run Gluon, so the CPU tests exercise
-stage 4's Triton kernels and the GPU tests this one.
+stage 4's Triton kernel and the GPU tests this one.
 """
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma, warpgroup_mma
 
+from .warp_specialization import LOADER_REGISTERS, MMA_REGISTERS
+
 SPLITS = gl.constexpr(2)  # the tokens' halves (the final sum is order-free only for two)
 HALF_Q = gl.constexpr(64)  # an MMA warpgroup's Q rows: wgmma's M
-# registers a thread of the odd MMA warpgroup; the loader's warpgroup gets 24 and the default
-# partition (the other MMA warpgroup) what is left, 248 in the sm_90 PTX: 128 x (248 + 232 + 24) of
-# an SM's 64 K
-MMA_REGISTERS = gl.constexpr(232)
-KERNEL_REGISTERS = 168  # what the 12 warps start with (maxnreg): 168 x 384 threads fit an SM
+BLOCK_Q = 2 * HALF_Q.value  # a tile's Q rows (the fp32 side): configs.WeightGemmWsConfig.block_m
 
 
-def supports(block_q: int, block_p: int) -> bool:
-    """Whether the kernel takes block_q (Q, the fp32 side: two MMA warpgroups of 64 rows, so 128) x
-    block_p (P, the fp16 side: wgmma's N, at most 256) tiles."""
-    return block_q == 2 * HALF_Q.value and block_p <= 256
+def supports(block_p: int) -> bool:
+    """Whether the kernel takes tiles block_p wide on the fp16 side (wgmma's N: at most 256)."""
+    return 0 < block_p <= 256 and block_p % 8 == 0
 
 
-def fits(H: int, I: int, block_q: int, block_p: int) -> bool:
-    """Whether such tiles divide both weights (H x I and I x H)."""
-    return supports(block_q, block_p) and all(n % block_p == 0 and n % block_q == 0 for n in (H, I))
+def fits(H: int, I: int, block_p: int) -> bool:
+    """Whether BLOCK_Q x block_p tiles divide both weights (H x I and I x H)."""
+    return supports(block_p) and all(n % block_p == 0 and n % BLOCK_Q == 0 for n in (H, I))
 
 
-def programs(H: int, I: int, block_q: int, block_p: int) -> int:
+def programs(H: int, I: int, block_p: int) -> int:
     """The launch's programs: both weights' tiles, SPLITS a tile."""
-    return 2 * (H * I // (block_q * block_p)) * SPLITS.value
+    return 2 * (H * I // (BLOCK_Q * block_p)) * SPLITS.value
 
 
-def arrival_counters(H: int, I: int, block_q: int, block_p: int) -> int:
+def arrival_counters(H: int, I: int, block_p: int) -> int:
     """One a tile half (an MMA warpgroup's Q rows)."""
-    return programs(H, I, block_q, block_p) // SPLITS.value * 2
+    return programs(H, I, block_p) // SPLITS.value * 2
 
 
 @gluon.jit
@@ -191,4 +187,4 @@ def weight_grad_ws_kernel(
         (contract, (p, 0, H, I)),  # the default partition: the kernel's own 4 warps
         (contract_upper, (p, H, I)),
         (load, (p, H, I)),
-    ], [4, 1], [MMA_REGISTERS, 24])
+    ], [4, 1], [MMA_REGISTERS, LOADER_REGISTERS])
