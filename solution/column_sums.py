@@ -7,9 +7,9 @@ per-program partial sums, in a fixed order (deterministic).
 
 One program per COLS-wide column slice (the three LayerNorm-side sums, then grad_fc1_bias), each
 summing its slice over all partial rows in order, SUM_BLOCK_R rows a step. Its own launch, after
-stage 2 and beside stages 3 and 4: inside stage 4's grid these programs came after its 128 tile
-programs, one 128 KiB program an SM on 132 SMs, so 3 of them waited for a tile to finish (a second
-wave) and then summed up to 528 partial rows serially (bench/experiments/ab_stage4_second_wave.py).
+stage 2 and beside stages 3 and 4: inside stage 4's grid these programs would come after its 128
+tile programs, one 128 KiB program an SM on 132 SMs, so some would wait for a tile to finish (a
+second wave) before summing up to 528 partial rows serially.
 """
 
 import triton

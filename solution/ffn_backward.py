@@ -8,26 +8,26 @@ Forward (saved tensors in brackets):
 
 Backward, in four stages and the column sums (M = tokens, H = 512, I = 2048):
     1. layernorm_backward:  grad_residual (M x H) and partial sums for grad_ln_weight, grad_ln_bias,
-                            grad_fc2_bias; fp16 copies of grad_residual and both weights, and
-                            below configs.LaunchPlan.stage4_reads_fp32_from tokens of
-                            hidden_states and gelu_output
-    2. gelu_backward_gemm:  grad_fc1_output = (grad_residual @ fc2_weight) * gelu'(fc1_output),
+                            grad_fc2_bias; fp16 copies of grad_residual and both weights, and,
+                            where stage 4 contracts copies, of hidden_states and gelu_output
+    2. gelu_backward:       grad_fc1_output = (grad_residual @ fc2_weight) * gelu'(fc1_output),
                             partial sums for grad_fc1_bias
     3. input_grad_gemm:     grad_hidden_states = grad_fc1_output @ fc1_weight + grad_residual
-    4. weight_grad_gemm:    grad_fc2_weight = grad_residual^T @ gelu_output,
-                            grad_fc1_weight = grad_fc1_output^T @ hidden_states (on stage 1's
-                            fp16 copies below that threshold, from it on the fp32 inputs
-                            rounded to fp16 in the tiles)
+    4. weight_grad:         grad_fc2_weight = grad_residual^T @ gelu_output,
+                            grad_fc1_weight = grad_fc1_output^T @ hidden_states (on stage 1's fp16
+                            copies at few tokens, from LaunchPlan.stage4_reads_fp32_from tokens on
+                            the fp32 inputs rounded to fp16 in the tiles)
     column_sums:            grad_ln_weight, grad_ln_bias, grad_fc2_bias and grad_fc1_bias from the
                             partial sums of stages 1 and 2
     fp16_copy:              where the plan says so (Hopper, 2049-4096 tokens), gelu_output's fp16
                             copy for stage 4 as its own launch beside stage 3 instead of in stage 1
 Inputs are never written; `residual_output` is not needed (the LayerNorm backward uses `normalized`).
 
-One kernel per stage, each with its own tile shape by token count (configs.py; the launches:
-launches.py). On a GPU the five (or six) run as one CUDA graph, recorded once per shape and given
-each call's addresses in its kernel nodes (graph.py); stage 4 does not need stage 3, so at
-few tokens the two run concurrently, and the column sums run beside both. Under the Triton
+One kernel per stage, its form and tile by GPU architecture and token count (configs.py: Triton
+kernels everywhere, and on Hopper warp-specialized Gluon kernels for stages 2 and 4 at more tokens;
+the launches: launches.py). On a GPU the five (or six) run as one CUDA graph, recorded once per
+shape and given each call's addresses in its kernel nodes (graph.py); stage 4 does not need stage 3,
+so at few tokens the two run concurrently, and the column sums run beside both. Under the Triton
 interpreter (CPU tensors) they run one by one.
 """
 

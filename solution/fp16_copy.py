@@ -4,10 +4,10 @@ Where stage 4 contracts fp16 copies (below LaunchPlan.stage4_reads_fp32_from tok
 stage 3 (beyond LaunchPlan.overlap_stages_3_4_up_to tokens), that is on Hopper from 2049 to 4096
 tokens (configs.py), the copy (gelu_output read in fp32, written in fp16: 6 bytes an element, 50 MB
 at 4096 tokens) need not sit in stage 1, which is memory-bound already. Stage 3, a GEMM over
-K = 2048, leaves memory bandwidth, registers and threads free; this launch fills them. (When it came,
-in v26, stage 4 contracted copies at every size and this copy moved 1.6 GB at 131072 tokens; from
-v30 stage 4 reads the fp32 inputs beyond 4096 tokens.)
-It must be launched before stage 3 and ask for the largest shared-memory carveout (launches.py).
+K = 2048, leaves memory bandwidth, registers and threads free; this launch fills them.
+It must be launched before stage 3 and ask for the largest shared-memory carveout (launches.py):
+launched after stage 3 it waits for stage 3's last wave, and with the driver's carveout it keeps
+stage 3's programs off its SMs until it ends.
 Persistent: each program steps through the flat tensor BLOCK elements at a time.
 """
 

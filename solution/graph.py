@@ -16,16 +16,11 @@ executable graph as it is. Nothing computed from the data is kept: the parameter
 addresses, TMA descriptors of those addresses (re-encoded where an address changed), shapes and eps.
 `GraphCache` keeps the few most recent shapes per process.
 
-How the values reach the executable graph was measured three ways (PERFORMANCE.md, "Current state:
-v32" and "v31"):
-- v30: the launches recorded again each call and copied in by cuGraphExecUpdate;
-- v31: a kept template's nodes updated, the template copied in by cuGraphExecUpdate;
-- v32, this one: the executable graph's nodes written directly, 1.2-1.7 us less host time a call
-  than v31 with the GPU the same (results/graph_update_ab_bee8ddf_h100.json).
-v16 also wrote an executable graph's nodes, made by cuGraphAddKernelNode rather than captured, and
-its kernels ran ~0.4-1 us longer each (results/graph_update_2e42506.json); captured nodes have not
-shown that (results/graph_update_ab_1fe8c3e.json and the v32 file). A new executable graph each call
-is as fast on the GPU and costs 30-66 us more host time than an update.
+Writing the executable graph's nodes directly is the cheapest of the ways measured: 1.2-1.7 us less
+host time a call than updating a kept template and copying it in by cuGraphExecUpdate, with the GPU
+time the same (results/graph_update_ab_bee8ddf_h100.json); recording the launches again every call
+costs 10-40 us more, and a new executable graph every call 30-66 us more. Nodes made by
+cuGraphAddKernelNode instead of stream capture ran ~0.4-1 us longer each (results/graph_update_2e42506.json).
 
 The parameter block of a Triton kernel is laid out here the way Triton 3.6's own launcher lays it
 out (triton/backends/nvidia/driver.py, `make_launcher`): one entry per parameter that is not a

@@ -6,7 +6,7 @@ The operands are loaded by TMA from stage 1's and stage 2's fp16 workspaces (fas
 loads: configs.py), the residual `grad_residual` in fp32.
 
 At few tokens there are few output tiles (16 at 128 tokens in 64x64 tiles, on 132 SMs), each a
-long K loop (I = 2048), so the loop is split over SPLITS programs a tile (GemmConfig.splits): the
+long K loop (I = 2048), so the loop is split over SPLITS programs a tile (InputGemmConfig.splits): the
 program of split s contracts K in [s, s + 1) * I / SPLITS,
 
     grad_hidden_states = (P_0 + P_1 + ... + P_{SPLITS-1}) + grad_residual,

@@ -24,15 +24,16 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .arguments import Dims
 from .column_sums import column_sum_programs, column_sums_kernel
-from .configs import GemmConfig, LaunchPlan, LayerNormConfig, for_tokens, multiprocessor_count
+from .configs import (GeluGemmWsConfig, LaunchPlan, LayerNormConfig, WeightGemmWsConfig, for_tokens,
+                      multiprocessor_count)
 from .fp16_copy import fp16_copy_kernel
-from .gelu_backward_gemm import gelu_backward_gemm_kernel, gelu_backward_persistent_kernel
-from .gelu_backward_ws import KERNEL_REGISTERS as WS_KERNEL_REGISTERS
+from .gelu_backward_gemm import gelu_backward_gemm_kernel
 from .gelu_backward_ws import gelu_backward_ws_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
-from .weight_grad_gemm import weight_grad_fp32_kernel, weight_grad_kernel, weight_grad_programs
+from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
 from . import weight_grad_ws
+from .warp_specialization import KERNEL_REGISTERS
 
 WORKSPACE_ALIGNMENT = 256  # bytes
 _GLUON_TYPES = {torch.float16: gl.float16, torch.float32: gl.float32}
@@ -99,12 +100,13 @@ class CallDescription:
         return tuple((w.name, offset) for w, offset in zip(self.workspaces, self.offsets))
 
 
-def _gemm_meta(g: GemmConfig) -> dict:
+def _gemm_meta(g) -> dict:
     return dict(BLOCK_M=g.block_m, BLOCK_N=g.block_n, BLOCK_K=g.block_k)
 
 
-def _gemm_options(g: GemmConfig) -> dict:
-    return dict(num_warps=g.num_warps, num_stages=g.num_stages)
+def _gemm_options(g) -> dict:
+    """A Triton GEMM configuration's warps and pipeline stages, as the launcher takes them."""
+    return dict(num_warps=g.warps, num_stages=g.stages)
 
 
 def layernorm_row_programs(tokens: int, ln: LayerNormConfig, sms: int) -> int:
@@ -137,17 +139,20 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     chunk = for_tokens(plan.fp16_chunk, M)
     # else fp16 copies of hidden_states and gelu_output: stage 1 makes them, or gelu_output's the copy launch
     fp32_stage4 = M >= plan.stage4_reads_fp32_from
-    if g4.warp_specialized and not weight_grad_ws.supports(g4.block_m, g4.block_n):
-        raise ValueError(f"plan.weight_gemm: the warp-specialized stage 4 takes 128 x (at most 256) tiles, not {g4}")
-    if fp32_stage4 and g4.warp_specialized and not weight_grad_ws.fits(H, I, g4.block_m, g4.block_n):
+    ws_stage4 = isinstance(g4, WeightGemmWsConfig)
+    if ws_stage4 and not weight_grad_ws.supports(g4.block_n):
+        raise ValueError(f"plan.weight_gemm: the warp-specialized stage 4 takes at most 256 columns, not {g4}")
+    if ws_stage4 and not fp32_stage4:
+        raise ValueError(f"plan.weight_gemm: the warp-specialized stage 4 reads the fp32 inputs, and at {M} tokens "
+                         f"stage 4 reads the fp16 copies (plan.stage4_reads_fp32_from = {plan.stage4_reads_fp32_from})")
+    if ws_stage4 and not weight_grad_ws.fits(H, I, g4.block_n):
         # the warp-specialized kernel's tiles must divide both weights (always so through ffn_backward,
         # whose H and I are powers of two from 256 on); otherwise the copies, made in stage 1, and the
         # plan's last Triton stage-4 configuration (untuned there)
-        triton_entries = [g for _, g in plan.weight_gemm if not g.warp_specialized]
+        triton_entries = [g for _, g in plan.weight_gemm if not isinstance(g, WeightGemmWsConfig)]
         if not triton_entries:
             raise ValueError(f"plan.weight_gemm: no Triton entry for H={H}, I={I}, which its Gluon tiles do not divide")
-        fp32_stage4, g4 = False, triton_entries[-1]
-    ws_stage4 = fp32_stage4 and g4.warp_specialized
+        fp32_stage4, ws_stage4, g4 = False, False, triton_entries[-1]
     stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
     gelu_copy_programs = gelu_copy_programs_per_sm(M, plan) * sms
     gelu_copy_apart = gelu_copy_programs > 0
@@ -182,7 +187,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     input_partials = Buffer("input_partials", f32, (tiles3, g3.splits, g3.block_m, g3.block_n)) if g3.splits > 1 else None
     weight_partials = Buffer("weight_partials", f32, (weight_grad_ws.SPLITS.value, 2 * H * I)) if ws_stage4 else None
     counters3 = tiles3 if g3.splits > 1 else 0
-    counters = counters3 + (weight_grad_ws.arrival_counters(H, I, g4.block_m, g4.block_n) if ws_stage4 else 0)
+    counters = counters3 + (weight_grad_ws.arrival_counters(H, I, g4.block_n) if ws_stage4 else 0)
     arrivals = Buffer("arrivals", torch.int32, (counters,)) if counters else None
     workspaces = tuple(w for w in (grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16,
                                    fc1_weight_f16, fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials,
@@ -200,25 +205,25 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         dict(num_warps=ln.warps), after=())
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
-    if g2.warp_specialized:
+    if isinstance(g2, GeluGemmWsConfig):
         stage2 = Launch(
             gelu_backward_ws_kernel, max(1, min(tiles2, sms)),
             (Tiles(grad_residual_f16, (g2.block_m, g2.block_k), gluon=True),
              Tiles(fc2_weight_f16, (g2.block_k, g2.block_n), gluon=True),
              Tiles(fc1_output, (g2.block_m, g2.block_n), gluon=True),
              Tiles(grad_fc1_output, (g2.block_m, g2.block_n), gluon=True), bias_partials, M),
-            dict(H=H, I=I, GROUP_M=g2.group_m, STAGES=g2.num_stages),
-            dict(num_warps=4, maxnreg=WS_KERNEL_REGISTERS), after=(0,))
+            dict(H=H, I=I, GROUP_M=g2.group_m, STAGES=g2.stages),
+            dict(num_warps=4, maxnreg=KERNEL_REGISTERS), after=(0,))
     elif g2.programs_per_sm == 0:
         stage2 = Launch(gelu_backward_gemm_kernel, tiles2,
                         (grad_residual_f16, fc2_weight_f16, fc1_output, grad_fc1_output, bias_partials, M),
-                        stage2_meta, _gemm_options(g2), after=(0,))
+                        dict(stage2_meta, PERSISTENT=False), _gemm_options(g2), after=(0,))
     else:
         stage2 = Launch(
-            gelu_backward_persistent_kernel, max(1, min(tiles2, g2.programs_per_sm * sms)),
+            gelu_backward_gemm_kernel, max(1, min(tiles2, g2.programs_per_sm * sms)),
             (Tiles(grad_residual_f16, (g2.block_m, g2.block_k)), Tiles(fc2_weight_f16, (g2.block_k, g2.block_n)),
              Tiles(fc1_output, (g2.block_m, g2.block_n)), grad_fc1_output, bias_partials, M),
-            stage2_meta, _gemm_options(g2), after=(0,))
+            dict(stage2_meta, PERSISTENT=True), _gemm_options(g2), after=(0,))
     stage3 = Launch(
         input_grad_gemm_kernel, tiles3 * g3.splits,
         (Tiles(grad_fc1_output, (g3.block_m, g3.block_k)), Tiles(fc1_weight_f16, (g3.block_k, g3.block_n)),
@@ -228,29 +233,28 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
     stage4_after = (1,) if stages_3_4_overlap else (3, 2) if gelu_copy_apart else (2,)
     if ws_stage4:  # Hopper: the caller's fp32 gelu_output and hidden_states in the MMA warpgroups' registers
-        half_q = g4.block_m // 2  # the fp32 tiles' halves, one an MMA warpgroup
         stage4 = Launch(
-            weight_grad_ws.weight_grad_ws_kernel, weight_grad_ws.programs(H, I, g4.block_m, g4.block_n),
+            weight_grad_ws.weight_grad_ws_kernel, weight_grad_ws.programs(H, I, g4.block_n),
             (Tiles(grad_residual_f16, (g4.block_k, g4.block_n), gluon=True),
-             Tiles(gelu_output, (g4.block_k, half_q), gluon=True),
+             Tiles(gelu_output, (g4.block_k, weight_grad_ws.HALF_Q.value), gluon=True),
              Tiles(grad_fc1_output, (g4.block_k, g4.block_n), gluon=True),
-             Tiles(hidden_states, (g4.block_k, half_q), gluon=True),
+             Tiles(hidden_states, (g4.block_k, weight_grad_ws.HALF_Q.value), gluon=True),
              weight_partials, arrivals, counters3, grad_fc2_weight, grad_fc1_weight, M),
-            dict(H=H, I=I, STAGES=g4.num_stages), dict(num_warps=4, maxnreg=weight_grad_ws.KERNEL_REGISTERS),
+            dict(H=H, I=I, STAGES=g4.stages), dict(num_warps=4, maxnreg=KERNEL_REGISTERS),
             after=stage4_after)
     else:
-        if fp32_stage4:  # the caller's fp32 gelu_output and hidden_states as A operands (block_m: their side)
-            kernel4, gemm_operands4 = weight_grad_fp32_kernel, (
-                Tiles(gelu_output, (g4.block_k, g4.block_m)), Tiles(hidden_states, (g4.block_k, g4.block_m)),
-                Tiles(grad_residual_f16, (g4.block_k, g4.block_n)), Tiles(grad_fc1_output, (g4.block_k, g4.block_n)))
-        else:  # the fp16 copies (stage 1's; gelu_output's from the copy launch where there is one)
-            kernel4, gemm_operands4 = weight_grad_kernel, (
-                Tiles(grad_residual_f16, (g4.block_k, g4.block_m)), Tiles(gelu_output_f16, (g4.block_k, g4.block_n)),
-                Tiles(grad_fc1_output, (g4.block_k, g4.block_m)), Tiles(hidden_states_f16, (g4.block_k, g4.block_n)))
+        # the x side of each contraction in block_k x block_m blocks, the y side in block_k x block_n
+        x_block, y_block = (g4.block_k, g4.block_m), (g4.block_k, g4.block_n)
+        if fp32_stage4:  # transposed: the caller's fp32 gelu_output and hidden_states on the x side
+            operands4 = (Tiles(gelu_output, x_block), Tiles(hidden_states, x_block),
+                         Tiles(grad_residual_f16, y_block), Tiles(grad_fc1_output, y_block))
+        else:  # the fp16 copies (stage 1's; gelu_output's from the copy launch where there is one) on the y side
+            operands4 = (Tiles(gelu_output_f16, y_block), Tiles(hidden_states_f16, y_block),
+                         Tiles(grad_residual_f16, x_block), Tiles(grad_fc1_output, x_block))
         stage4 = Launch(
-            kernel4, weight_grad_programs(H, I, g4.block_m, g4.block_n),
-            (*gemm_operands4, grad_fc2_weight, grad_fc1_weight, M),
-            dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k),
+            weight_grad_kernel, weight_grad_programs(H, I, g4.block_m, g4.block_n),
+            (*operands4, grad_fc2_weight, grad_fc1_weight, M),
+            dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, FP32_INPUTS=fp32_stage4),
             _gemm_options(g4), after=stage4_after)
     # the column sums need stages 1 and 2 only: beside stages 3 and 4
     column_sums = Launch(
