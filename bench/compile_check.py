@@ -22,6 +22,7 @@ Must run without TRITON_INTERPRET (the interpreter replaces the compiler).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import re
@@ -60,8 +61,8 @@ TARGETS = {
     "sm_90": Target(90, 32, 227 * 1024, "wgmma"),
     "sm_100": Target(100, 32, 227 * 1024, "tcgen05.mma"),
 }
-GEMM_KERNELS = {"gelu_backward_gemm_kernel", "gelu_backward_persistent_kernel", "gelu_backward_ws_kernel",
-                "input_grad_gemm_kernel", "weight_grad_kernel", "weight_grad_fp32_kernel", "weight_grad_ws_kernel"}
+GEMM_KERNELS = {"gelu_backward_gemm_kernel", "gelu_backward_ws_kernel", "input_grad_gemm_kernel", "weight_grad_kernel",
+                "weight_grad_ws_kernel"}
 _TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.int32: "*i32"}
 
 
@@ -151,8 +152,8 @@ def example_launches(plan: configs.LaunchPlan) -> list[tuple[int, object]]:
     # the other entries of the by-token tables: stage 1's launch and chunks, stages 2's and 3's tiles
     sizes += [n for table in (plan.layernorm, plan.fp16_chunk, plan.gelu_gemm, plan.input_gemm) for limit, _ in table[:-1]
               for n in (limit + 16 - limit % 16, limit + 1)]
-    # stage 4 on the fp32 inputs from stage4_reads_fp32_from tokens (weight_grad_fp32_kernel, on sm_90
-    # weight_grad_ws_kernel; stage 1 without the copies: a multiple of 16 from there on, and one
+    # stage 4 on the fp32 inputs from stage4_reads_fp32_from tokens (weight_grad_kernel's fp32 layout,
+    # on sm_90 weight_grad_ws_kernel; stage 1 without the copies: a multiple of 16 from there on, and one
     # not); one token fewer on the copies
     threshold = plan.stage4_reads_fp32_from
     if 0 < threshold < configs.ANY_TOKENS:
@@ -208,6 +209,22 @@ def check(arch: str) -> list[str]:
     return problems
 
 
+@contextlib.contextmanager
+def private_compile_cache():
+    """Compile into an empty Triton cache, removed afterwards: what is checked or fingerprinted is
+    compiled from this checkout's source, never an entry cached by another checkout or run."""
+    saved = os.environ.get("TRITON_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="triton-cache-") as folder:
+        os.environ["TRITON_CACHE_DIR"] = folder
+        try:
+            yield
+        finally:
+            if saved is None:
+                del os.environ["TRITON_CACHE_DIR"]
+            else:
+                os.environ["TRITON_CACHE_DIR"] = saved
+
+
 def interpreter_refused(tool: str) -> bool:
     """True, having said so in one line, where TRITON_INTERPRET is set: interpreted kernels are not
     compiled, so there is nothing to check or fingerprint."""
@@ -223,7 +240,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if interpreter_refused("compile_check"):
         return 2
-    problems = [p for arch in args.arch for p in check(arch)]
+    with private_compile_cache():
+        problems = [p for arch in args.arch for p in check(arch)]
     for p in problems:
         print("FAIL", p)
     return 1 if problems else 0

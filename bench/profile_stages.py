@@ -26,7 +26,7 @@ from bench.gpu import make_folders, require_gpu, writable
 from evaluation.provenance import provenance
 from evaluation.timer import time_call
 from solution import configs
-from solution.configs import GemmConfig, LayerNormConfig
+from solution.configs import LayerNormConfig
 from solution.ffn_backward import run_with_plan
 
 def _all_tokens(c) -> tuple:
@@ -34,56 +34,30 @@ def _all_tokens(c) -> tuple:
     return ((configs.ANY_TOKENS, c),)
 
 
-# Variants of the default plan, one field changed at a time, by the token range they are for.
-_DEFAULT = configs.PLANS["sm_90"]
-SWEEPS = {"large": [
-    *({"gelu_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
-    *({"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
-    *({"weight_gemm": _all_tokens(c)} for c in (GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4), GemmConfig(128, 128, 64, 4, 4))),
-], "layernorm": [  # stage 1 streams ~7 KB a token (~23 KB with the copies below 2048): occupancy and bytes in flight
-    *({"layernorm": _all_tokens(LayerNormConfig(block_m=m, warps=w, waves=x))}
-      for m, w, x in ((4, 4, 4), (8, 8, 4), (8, 4, 8), (8, 4, 2))),
-    {"fp16_chunk": _all_tokens(4096)}, {"fp16_chunk": _all_tokens(16384)},  # 32768 spills (1.8 KB in stage 1)
-], "input": [  # stage 3's tiles (TMA-fed) across token counts: 128x256 tiles leave SMs idle at few tokens
-    {"input_gemm": _all_tokens(c)} for c in (GemmConfig(128, 128, 64, 8, 4), GemmConfig(64, 256, 64, 8, 3),
-                                             GemmConfig(64, 128, 64, 4, 4), GemmConfig(128, 128, 64, 4, 4),
-                                             GemmConfig(128, 256, 64, 8, 3))
-], "stage2": [  # stage 2 (persistent, TMA-fed) at every token count: tile shape, pipeline depth, programs per SM
-    {"gelu_gemm": _all_tokens(g)} for g in (
-        GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4), GemmConfig(64, 128, 32, 4, 4, programs_per_sm=3),
-        GemmConfig(128, 64, 64, 4, 3, programs_per_sm=3), GemmConfig(64, 128, 64, 4, 3, programs_per_sm=2),
-        GemmConfig(64, 128, 64, 4, 4, programs_per_sm=3))
-], "few_tokens": [  # up to 1024 tokens: the larger token counts' tiles of stages 2 and 3 instead
-    {"gelu_gemm": _DEFAULT.gelu_gemm[-1:]}, {"input_gemm": _DEFAULT.input_gemm[1:]},
-    {"gelu_gemm": _all_tokens(GemmConfig(64, 64, 64, 4, 3, programs_per_sm=4))},
-], "few_tokens_parallelism": [  # up to 1024 tokens stages 1-3 run a few programs each: more, smaller ones
-    *({"fp16_chunk": _all_tokens(n)} for n in (1024, 2048, 4096)),  # stage 1's weight-rounding programs
-    *({"input_gemm": ((1024, c), *_DEFAULT.input_gemm[1:])}  # stage 3: 16 tiles of 64x64 at 128 tokens
-      for c in (GemmConfig(64, 32, 128, 4, 3), GemmConfig(64, 32, 256, 4, 3), GemmConfig(64, 64, 256, 4, 3))),
-    # stage 2: 64x32 tiles up to 256 tokens (64 programs at 128 tokens), or 64x64 (32) as before 6caa1d8
-    {"gelu_gemm": ((1024, GemmConfig(64, 64, 64, 4, 3)), *_DEFAULT.gelu_gemm[-1:])},
-], "few_tokens_layernorm": [  # stage 1's launch (rows a step, warps, programs an SM); first run at few tokens, also used at 2984-131072
-    *({"layernorm": _all_tokens(LayerNormConfig(block_m=m, warps=w, waves=x))}  # v19's (8, 4, 4) first
-      for m, w, x in ((8, 4, 4), (2, 2, 4), (2, 2, 2), (2, 2, 1), (1, 2, 1), (1, 4, 4), (4, 2, 2))),
-], "stage4_layout": [  # stage 4 on the fp32 gelu_output and hidden_states, or on stage 1's fp16 copies, at every size
-    {"stage4_reads_fp32_from": 0}, {"stage4_reads_fp32_from": configs.ANY_TOKENS},
-], "overlap": [  # stages 3 and 4 in the CUDA graph: in order, or concurrent at every token count
-    {"overlap_stages_3_4_up_to": 0}, {"overlap_stages_3_4_up_to": configs.ANY_TOKENS},
-]}
+# Variants of the device's plan, one field changed at a time.
+SWEEPS = {
+    "layernorm": [  # stage 1's launch: rows a step, warps, programs an SM
+        {"layernorm": _all_tokens(LayerNormConfig(block_m=m, warps=w, waves=x))}
+        for m, w, x in ((8, 4, 4), (2, 2, 4), (1, 4, 4), (4, 2, 2))],
+    "stage4_layout": [  # stage 4 on the fp32 inputs, or on stage 1's fp16 copies, at every size
+        {"stage4_reads_fp32_from": 0}, {"stage4_reads_fp32_from": configs.ANY_TOKENS}],
+    "overlap": [  # stages 3 and 4 in the CUDA graph: in order, or concurrent at every token count
+        {"overlap_stages_3_4_up_to": 0}, {"overlap_stages_3_4_up_to": configs.ANY_TOKENS}],
+}
 
 
-def _gemm_name(c: GemmConfig) -> str:
-    persistent = f"p{c.programs_per_sm}" if c.programs_per_sm else ""
-    return f"{c.block_m}x{c.block_n}x{c.block_k}w{c.num_warps}s{c.num_stages}{persistent}"
+def _config_name(c) -> str:
+    """A configuration dataclass as its field values, e.g. 64x128x64-w4-s3 for a GEMM's."""
+    values = dataclasses.asdict(c)
+    tile = "x".join(str(values.pop(k)) for k in ("block_m", "block_n", "block_k") if k in values)
+    return "-".join([tile] * bool(tile) + [f"{k}{v}" for k, v in values.items()])
 
 
 def _variant_name(overrides: dict) -> str:
     """Name the overridden fields."""
     def fmt(v):
-        if isinstance(v, GemmConfig):
-            return _gemm_name(v)
-        if isinstance(v, LayerNormConfig):
-            return f"{v.block_m}rows-w{v.warps}-x{v.waves}"
+        if dataclasses.is_dataclass(v):
+            return _config_name(v)
         if isinstance(v, tuple) and v and isinstance(v[-1], tuple) and v[-1][0] == configs.ANY_TOKENS:  # by tokens
             return "/".join(fmt(c) if limit == configs.ANY_TOKENS else f"<={limit}:{fmt(c)}" for limit, c in v)
         return str(v)

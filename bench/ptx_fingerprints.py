@@ -3,7 +3,8 @@
 Two commits whose fingerprints are equal launch the same machine-independent code (debug line
 information, local labels and the kernel's own name are ignored: a renamed kernel keeps its
 fingerprint), so a timing measured on one carries over to the other as far as the kernels go.
-Prints JSON: {arch: {kernel: {"sha1": ..., "lines": ...}}}. (Files before session 10 kept the name in.)
+Compiled into an empty Triton cache (compile_check.private_compile_cache). Prints JSON:
+{arch: {"kernel (M=tokens)": {"sha1": ..., "lines": ...}}}.
 
     python bench/ptx_fingerprints.py [--arch sm_90 sm_100] > results/ptx_<commit>.json
 
@@ -18,10 +19,11 @@ import json
 import re
 import sys
 
-from bench.compile_check import TARGETS, compile_launch, example_launches, interpreter_refused
+from bench.compile_check import TARGETS, compile_launch, example_launches, interpreter_refused, private_compile_cache
 from solution import configs
 
-_DEBUG_LINE = re.compile(r"\s*(\.loc|\.file|//|\.section|\.b8|\.b32|\$L__tmp|\$L__func)")
+# debug information (line table, DWARF sections), which moves with the source, not the code
+_DEBUG_LINE = re.compile(r"\s*(\.loc|\.file|//|\.section|\.b8|\.b32|\.b64|\$L__tmp|\$L__func)")
 _LABEL = re.compile(r"\$L__\w+")
 
 
@@ -51,7 +53,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if interpreter_refused("ptx_fingerprints"):
         return 2
-    json.dump(fingerprints(args.arch), sys.stdout, indent=1, sort_keys=True)
+    with private_compile_cache():
+        result = fingerprints(args.arch)
+    json.dump(result, sys.stdout, indent=1, sort_keys=True)
     print()
     return 0
 

@@ -2,9 +2,8 @@
 
     python bench/traffic_model.py --tokens 128 2984 131072            # model: bytes, FLOPs, floors, prediction
     python bench/traffic_model.py --kernels results/overlap_6a1d1d9.json [--tokens 2984]   # vs measured
-    python bench/traffic_model.py --leads --tokens 2984 131072        # issue 16's leads, predicted
 
-The model (docs/traffic_model.md writes it down): each stage reads and writes whole tensors, each
+The model (docs/performance.md sums it up): each stage reads and writes whole tensors, each
 counted once at its dtype's size. That is the compulsory DRAM traffic: GEMM tiles re-read operand
 blocks (the 2-4 MB weights by every row tile, grad_residual by every column tile), but those re-reads
 are served by the 50 MB L2 and are not counted. FLOPs are the GEMMs' 2*M*N*K (tensor cores); the
@@ -13,12 +12,12 @@ efficiency of stages 1 and 2. Tensor names are those of solution/launches.py (th
 tensors and the workspaces); stage keys are the kernel names the CUPTI records use. The model is
 written independently of that launch description; tests/test_traffic_model.py checks the two agree.
 The model follows the plan's two layouts: from LaunchPlan.stage4_reads_fp32_from tokens on, stage 4
-(weight_grad_fp32_kernel, or on Hopper weight_grad_ws_kernel with its token halves' partial weight
-gradients) reads the fp32 gelu_output and hidden_states; below, stage 1 writes fp16
+(weight_grad_kernel on the fp32 inputs, or on Hopper weight_grad_ws_kernel with its token halves'
+partial weight gradients) reads the fp32 gelu_output and hidden_states; below, stage 1 writes fp16
 copies of both (gelu_output's in a launch of its own beside stage 3 where LaunchPlan.gelu_copy_beside_stage3
-says so, fp16_copy_kernel) and stage 4 (weight_grad_kernel) reads those. The stored measurements ran the copies
-at every token count, gelu_output's made in stage 2 from some size on (Fp16Copies), which the model
-also gives, for those rows and as the baseline of the leads.
+says so, fp16_copy_kernel) and stage 4 (weight_grad_kernel) reads those. The stored measurements that
+calibrate the model ran the copies at every token count, gelu_output's made in stage 2 from some size
+on (Fp16Copies), which the model also gives, for those rows.
 
 `predict` turns bytes and FLOPs into a time with efficiency factors measured on an H200
 (EFFICIENCY, each citing its results file): max(bytes / achieved bandwidth, FLOPs / achieved
@@ -36,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from solution import configs
-from solution.configs import GemmConfig, LaunchPlan, for_tokens
+from solution.configs import (GeluGemmConfig, GeluGemmWsConfig, InputGemmConfig, LaunchPlan, WeightGemmConfig,
+                              WeightGemmWsConfig, for_tokens)
 from solution.launches import gelu_copy_programs_per_sm, layernorm_row_programs
 
 H, I = 512, 2048  # hidden, intermediate
@@ -46,15 +46,23 @@ PEAK_TFLOPS = 989.0  # H200 dense fp16 tensor cores, datasheet
 DTYPE_BYTES = {"float32": 4, "float16": 2, "int32": 4}
 
 LAYERNORM = "layernorm_backward_kernel"
-GELU_TILE = "gelu_backward_gemm_kernel"  # stage 2, a program per tile (few tokens)
-GELU_PERSISTENT = "gelu_backward_persistent_kernel"  # stage 2, persistent
-GELU_WS = "gelu_backward_ws_kernel"  # stage 2, warp-specialized (Hopper beyond 2048 tokens, v27 on)
+GELU = "gelu_backward_gemm_kernel"  # stage 2 in Triton (a program a tile, or persistent)
+GELU_WS = "gelu_backward_ws_kernel"  # stage 2, warp-specialized (Hopper beyond 2048 tokens)
 INPUT_GRAD = "input_grad_gemm_kernel"
 WEIGHT_GRAD = "weight_grad_kernel"  # stage 4 on fp16 copies of gelu_output and hidden_states
-WEIGHT_GRAD_FP32 = "weight_grad_fp32_kernel"  # stage 4 on the fp32 inputs
+# stage 4's Triton kernel on the fp32 inputs: the same kernel, another layout and rate (a label of the
+# model's; CUPTI names it WEIGHT_GRAD)
+WEIGHT_GRAD_FP32 = "weight_grad_kernel (fp32 inputs)"
 WEIGHT_WS = "weight_grad_ws_kernel"  # stage 4 on the fp32 inputs, warp-specialized (Hopper from 4097 tokens)
-COLUMN_SUMS = "column_sums_kernel"  # the bias and LayerNorm column sums, beside stages 3 and 4 (v24 on)
-FP16_COPY = "fp16_copy_kernel"  # gelu_output's fp16 copy beside stage 3 (Hopper beyond 2048 tokens from v26, to 4096 in v30)
+COLUMN_SUMS = "column_sums_kernel"  # the bias and LayerNorm column sums, beside stages 3 and 4
+FP16_COPY = "fp16_copy_kernel"  # gelu_output's fp16 copy beside stage 3 (Hopper, 2049-4096 tokens)
+# kernel names in older results files, as the model names those stages
+KERNEL_ALIASES = {"gelu_backward_persistent_kernel": GELU, "weight_grad_fp32_kernel": WEIGHT_GRAD_FP32}
+
+
+def kernel_name(stage: str) -> str:
+    """The kernel a stage of the model runs, as CUPTI names it."""
+    return WEIGHT_GRAD if stage == WEIGHT_GRAD_FP32 else stage
 
 # Stage 1's tensors that its LayerNorm row programs move (the rest: the fp16 chunk programs)
 LAYERNORM_ROW_TENSORS = frozenset({"grad_output", "normalized", "var", "ln_weight", "hidden_states", "grad_residual",
@@ -118,8 +126,13 @@ def layernorm_programs(tokens: int, plan: LaunchPlan) -> int:
 
 
 def stage2_kernel(tokens: int, plan: LaunchPlan) -> str:
+    return GELU_WS if isinstance(for_tokens(plan.gelu_gemm, tokens), GeluGemmWsConfig) else GELU
+
+
+def stage2_persistent(tokens: int, plan: LaunchPlan) -> bool:
+    """Whether stage 2's programs loop over tiles (not a program a tile)."""
     g = for_tokens(plan.gelu_gemm, tokens)
-    return GELU_WS if g.warp_specialized else GELU_PERSISTENT if g.programs_per_sm > 0 else GELU_TILE
+    return isinstance(g, GeluGemmWsConfig) or g.programs_per_sm > 0
 
 
 def arrival_counters(M: int, plan: LaunchPlan, ws_stage4: bool) -> tuple[int, int]:
@@ -148,7 +161,7 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
     M = tokens
     if copies is None and M < plan.stage4_reads_fp32_from:
         copies = COPIES_BESIDE_STAGE3 if gelu_copy_programs_per_sm(M, plan) else COPIES_IN_STAGE1
-    ws_stage4 = copies is None and for_tokens(plan.weight_gemm, M).warp_specialized
+    ws_stage4 = copies is None and isinstance(for_tokens(plan.weight_gemm, M), WeightGemmWsConfig)
     g2 = for_tokens(plan.gelu_gemm, M)
     bias_partials = fp32(math.ceil(M / g2.block_m), I)
     ln_partials = fp32(layernorm_programs(M, plan), 3, H)
@@ -194,7 +207,7 @@ def with_fp16_copies(stages: dict[str, dict], tokens: int, plan: LaunchPlan, cop
     or stage 2 for gelu_output) and stage 4 reading the copies instead of the fp32 inputs."""
     M = tokens
     gelu_stage = LAYERNORM
-    if M >= copies.gelu_in_stage2_from and stage2_kernel(M, plan) != GELU_TILE:
+    if M >= copies.gelu_in_stage2_from and stage2_persistent(M, plan):
         gelu_stage = stage2_kernel(M, plan)
     out = dict(stages)
     if copies.gelu_beside_stage3:  # its own launch, after stage 2 and before stage 3
@@ -277,8 +290,7 @@ EFFICIENCY = {
     # stage 2 rounding gelu_output: 3.37 GB in 1258.3 us (results/overlap_6a1d1d9.json, default row);
     # without it 0.275 TFLOP in 976.4 us (results/gelu_copy_6147b7f.json, default row): the rate of the
     # GEMM with its GELU' epilogue, not of the tensor cores alone
-    GELU_PERSISTENT: Efficiency(2.69, 283.0, "stage 2 with / without the gelu_output rounding, 131072 tokens"),
-    GELU_TILE: Efficiency(2.69, 283.0, "not measured at large M: the persistent kernel's"),
+    GELU: Efficiency(2.69, 283.0, "stage 2 with / without the gelu_output rounding, 131072 tokens"),
     # 0.275 TFLOP in 507.7 us (results/overlap_6a1d1d9.json, default row); bandwidth never binds: stage 1's
     INPUT_GRAD: Efficiency(3.57, 563.0, "stage 3, 131072 tokens"),
     # 0.550 TFLOP in 791.1 us (results/overlap_6a1d1d9.json, default row); bandwidth never binds: stage 1's
@@ -298,15 +310,15 @@ EFFICIENCY[WEIGHT_WS] = Efficiency(3.57, 605.0, "in the call, 131072 tokens")
 # The column sums (a few MB at most, 7 programs) run beside stages 3 and 4 and are left out of the
 # call (call_ms); not measured alone: stage 1's rate stands in for theirs
 EFFICIENCY[COLUMN_SUMS] = Efficiency(3.57, 0.0, "not measured: stage 1's rate (beside stages 3 and 4)")
-# gelu_output's copy beside stage 3 (v26): the two side by side at 131072 tokens, the copy on 2 programs an
+# gelu_output's copy beside stage 3: the two side by side at 131072 tokens, the copy on 2 programs an
 # SM, took 730 us (stage 3, 492 alone) and 611 (the copy; results/solutions_ab_1b6e80d.json): a phase of
 # ~735 us. Its rate is its 1.61 GB over that phase, so that the longer of the two predicts the phase
 # (call_ms). Fitted with two programs an SM; the plan runs one up to 32768 tokens (there the copy took
 # 104.7 us at 17312 tokens beside stage 3's 111.2, same file; the model: 101.1)
 EFFICIENCY[FP16_COPY] = Efficiency(2.19, 0.0, "the phase beside stage 3, 131072 tokens")
-# Stage 2 warp-specialized (v27): 0.275 TFLOP in 769.7 us alone at 131072 tokens
+# Stage 2 warp-specialized: 0.275 TFLOP in 769.7 us alone at 131072 tokens
 # (results/stage2_prototypes_ws_98c5cb0.json; the persistent kernel 901.1 in the same run)
-EFFICIENCY[GELU_WS] = Efficiency(EFFICIENCY[GELU_PERSISTENT].tbps, 357.0, "stage 2 alone, 131072 tokens")
+EFFICIENCY[GELU_WS] = Efficiency(EFFICIENCY[GELU].tbps, 357.0, "stage 2 alone, 131072 tokens")
 # Stage 1's LayerNorm row programs alone (4 a SM, 8 rows a step) stream slower than its copy chunks:
 # 1.36 GB in 480.2 us without the gelu_output copy (results/overlap_6a1d1d9.json, 131072 tokens)
 LAYERNORM_ROWS_TBPS = 2.83
@@ -317,7 +329,7 @@ LATENCY_MS = 0.004
 
 def gemm_tiles(kernel: str, tokens: int, plan: LaunchPlan) -> int:
     """Output tiles of a GEMM stage (stage 4: both weight gradients; its column-sum programs are short)."""
-    if kernel in (GELU_TILE, GELU_PERSISTENT, GELU_WS):
+    if kernel in (GELU, GELU_WS):
         g = for_tokens(plan.gelu_gemm, tokens)
         return math.ceil(tokens / g.block_m) * (I // g.block_n)
     if kernel == INPUT_GRAD:
@@ -374,75 +386,6 @@ def call_ms(predicted: dict[str, dict], tokens: int, plan: LaunchPlan) -> float:
     return sum(ms.values())
 
 
-# ---------------------------------------------------------------- issue 16's leads, as changed traffic
-
-FUSED = "stages 2+3 per row block"
-FUSED_BLOCK_M = 64  # token rows a program of the fused stages 2+3 owns (its fp16 grad_residual: 64 KB of shared memory)
-
-
-def layernorm_rows_only(tokens: int, plan: LaunchPlan) -> dict[str, dict]:
-    """Stages 2 and 3 round the fp32 weights in their tiles: stage 1 is left with the LayerNorm rows."""
-    out = stage_traffic(tokens, plan)
-    out[LAYERNORM] = changed(out[LAYERNORM], reads=("fc1_weight", "fc2_weight"),
-                             writes=("fc1_weight_f16", "fc2_weight_f16"))
-    for kernel, weight, shape in ((stage2_kernel(tokens, plan), "fc2_weight", (H, I)),
-                                  (INPUT_GRAD, "fc1_weight", (I, H))):
-        out[kernel] = changed(out[kernel], reads=(f"{weight}_f16",), add_reads={weight: fp32(*shape)})
-    return out
-
-
-def fused_stages_2_3(tokens: int, plan: LaunchPlan, stage2_tflops: float) -> dict[str, dict]:
-    """Stages 2 and 3 as back-to-back GEMMs per row block: one kernel reads what both read except
-    grad_fc1_output (its slices stay on chip) and writes what both write. Predicted apart: both GEMMs
-    one after the other in each program (the first at `stage2_tflops`, the second at stage 3's rate),
-    in waves of FUSED_BLOCK_M-row blocks (a program owns all 2048 columns of its rows)."""
-    stages = stage_traffic(tokens, plan)
-    s2, s3 = stages.pop(stage2_kernel(tokens, plan)), stages.pop(INPUT_GRAD)
-    fused = traffic(s2["reads"] | {n: x for n, x in s3["reads"].items() if n != "grad_fc1_output"},
-                    s2["writes"] | s3["writes"], s2["flops"] + s3["flops"])
-    predicted = predict_stages(stages, tokens, plan)
-    compute = (s2["flops"] / stage2_tflops + s3["flops"] / EFFICIENCY[INPUT_GRAD].tflops) / 1e12 * 1e3
-    compute *= wave_factor(math.ceil(tokens / FUSED_BLOCK_M))
-    memory = fused["bytes"] / (EFFICIENCY[GELU_PERSISTENT].tbps * 1e12) * 1e3
-    predicted[FUSED] = {"ms": max(compute, memory) + LATENCY_MS, "bound": "compute" if compute > memory else "memory"}
-    return {"bytes": total(stages)["bytes"] + fused["bytes"], "ms": sum(p["ms"] for p in predicted.values())}
-
-
-def leads(tokens: int, plan: LaunchPlan) -> list[tuple[str, float, int]]:
-    """(lead, predicted ms of the call with it, bytes it moves) for each of issue 16's leads, main's
-    layout (fp16 copies) first. Stages in order (the leads concern 2984 tokens and more, where the
-    plan runs them so); every lead but main's with stage 4 on the fp32 inputs, whatever the plan's
-    threshold."""
-    # stage 4 on the fp32 inputs in Triton's kernel (the leads predate the Gluon one): the plan's
-    # last entry on the copies, at every size
-    on_copies = [(limit, g) for limit, g in plan.weight_gemm if not g.warp_specialized]
-    plan = dataclasses.replace(plan, stage4_reads_fp32_from=0,
-                               weight_gemm=(*on_copies[:-1], (configs.ANY_TOKENS, on_copies[-1][1])))
-    stages = stage_traffic(tokens, plan)
-    today = predict(tokens, plan)
-
-    def sequential(changed: dict[str, dict], efficiency: dict[str, Efficiency] = EFFICIENCY) -> tuple[float, int]:
-        return sum(p["ms"] for p in predict_stages(changed, tokens, plan, efficiency).values()), total(changed)["bytes"]
-
-    at_copies_rate = EFFICIENCY | {WEIGHT_GRAD_FP32: EFFICIENCY[WEIGHT_GRAD]}
-    main = stage_traffic(tokens, plan, MAIN_COPIES)
-    rows = [("main: fp16 copies of hidden_states, gelu_output for stage 4", *sequential(main)),
-            ("A. stage 4 reads fp32, at the fp16-copy kernel's stage-4 rate", *sequential(stages, at_copies_rate)),
-            ("A'. the same at the fp32 prototype's stage-4 rate", *sequential(stages)),
-            ("C. stage 1 reduced to the LayerNorm rows (with A)",
-             *sequential(layernorm_rows_only(tokens, plan), at_copies_rate))]
-    for label, rate in (("B. stages 2+3 per row block, stage 2's GEMM at its measured rate", EFFICIENCY[GELU_PERSISTENT].tflops),
-                        ("B'. the same, both GEMMs at stage 3's rate", EFFICIENCY[INPUT_GRAD].tflops)):
-        fused = fused_stages_2_3(tokens, plan, rate)
-        rows.append((label, fused["ms"], fused["bytes"]))
-    # perfect overlap: the call bound by its summed memory floors or its summed compute floors, not by their sum
-    memory = sum(p["memory_ms"] for p in today.values())
-    compute = sum(p.get("compute_ms", 0.0) for p in today.values())
-    rows.append(("D. memory and tensor-core work fully overlapped", max(memory, compute) + len(today) * LATENCY_MS,
-                 total(stages)["bytes"]))
-    return rows
-
-
 # ---------------------------------------------------------------- results files and the command line
 
 COPIES_FIELD = "round_gelu_in_stage2_from"  # in the plans of the rows that ran the fp16 copies
@@ -479,8 +422,14 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
     if not record:
         return default
 
-    def gemm(d: dict) -> GemmConfig:
-        return GemmConfig(**_known_fields(GemmConfig, d))
+    def gemm(stage: str, d: dict):
+        """A stage's GEMM configuration from its record: today's fields, or the one GemmConfig of
+        older records (num_warps, num_stages, warp_specialized)."""
+        d = {{"num_warps": "warps", "num_stages": "stages"}.get(k, k): v for k, v in d.items()}
+        warp_specialized = d.get("warp_specialized") or "warps" not in d
+        cls = {"gelu_gemm": (GeluGemmConfig, GeluGemmWsConfig), "input_gemm": (InputGemmConfig, InputGemmConfig),
+               "weight_gemm": (WeightGemmConfig, WeightGemmWsConfig)}[stage][warp_specialized]
+        return cls(**_known_fields(cls, d))
 
     known = {}
     for f in dataclasses.fields(LaunchPlan):
@@ -488,10 +437,10 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
             continue
         value = record[f.name]
         if f.name in ("gelu_gemm", "input_gemm"):
-            value = tuple((limit, gemm(c)) for limit, c in value)
+            value = tuple((limit, gemm(f.name, c)) for limit, c in value)
         elif f.name == "weight_gemm":  # one configuration for every token count before 2348c63's table
-            value = ((configs.ANY_TOKENS, gemm(value)),) if isinstance(value, dict) else tuple(
-                (limit, gemm(c)) for limit, c in value)
+            value = ((configs.ANY_TOKENS, gemm(f.name, value)),) if isinstance(value, dict) else tuple(
+                (limit, gemm(f.name, c)) for limit, c in value)
         elif f.name == "fp16_chunk":  # one number for every token count before 6caa1d8's table
             value = ((configs.ANY_TOKENS, value),) if isinstance(value, int) else tuple(map(tuple, value))
         elif f.name == "gelu_copy_beside_stage3":
@@ -530,6 +479,18 @@ def measured_rows(path: Path, tokens: list[int] | None) -> list[dict]:
     return rows
 
 
+def measured_kernels(kernels_ms: dict[str, float], tokens: int, plan: LaunchPlan,
+                     copies: Fp16Copies | None) -> dict[str, float]:
+    """A row's kernel times under the model's stage names: older names by KERNEL_ALIASES, and stage
+    4's Triton kernel as WEIGHT_GRAD_FP32 where it read the fp32 inputs."""
+    fp32 = copies is None and tokens >= plan.stage4_reads_fp32_from
+    out = {}
+    for name, ms in kernels_ms.items():
+        name = KERNEL_ALIASES.get(name, name)
+        out[WEIGHT_GRAD_FP32 if name == WEIGHT_GRAD and fp32 else name] = ms
+    return out
+
+
 def _us(ms: float) -> str:
     return f"{ms * 1e3:8.1f}"
 
@@ -554,7 +515,8 @@ def measured_table(row: dict) -> list[str]:
     plan, copies = plan_from_record(row.get("plan")), copies_from_record(row.get("plan"))
     tokens = row["tokens"]
     stages, predicted = stage_traffic(tokens, plan, copies), predict(tokens, plan, copies=copies)
-    measured = roofline(stages, row["kernels_ms"])
+    kernels_ms = measured_kernels(row["kernels_ms"], tokens, plan, copies)
+    measured = roofline(stages, kernels_ms)
     official = f", official {row['official_ms'] * 1e3:.1f} us" if "official_ms" in row else ""
     layout = f", fp16 copies (gelu_output's in stage 2 from {copies.gelu_in_stage2_from} tokens)" if copies else ""
     lines = [f"tokens {tokens} ({row.get('variant', 'default')}){official}{layout}",
@@ -564,21 +526,13 @@ def measured_table(row: dict) -> list[str]:
                      f"{100 * r['bandwidth_fraction']:5.0f} {100 * r['tensor_fraction']:5.0f} {_us(r['floor_ms'])}")
     if tokens <= plan.overlap_stages_3_4_up_to:
         lines.append("  stages 3 and 4 ran concurrently: their kernel times overlap (pred: each alone)")
-    unmodelled = sorted(set(row["kernels_ms"]) - set(measured))
+    unmodelled = sorted(set(kernels_ms) - set(measured))
     if unmodelled:
         lines.append(f"  kernels not in the model: {', '.join(unmodelled)}")
     fields = unmodelled_fields(row.get("plan"))
     if fields:
         values = ", ".join(f"{name}={row['plan'][name]}" for name in fields)
         lines.append(f"  plan fields not in the model: {values}")
-    return lines
-
-
-def leads_table(tokens: int, plan: LaunchPlan) -> list[str]:
-    rows = leads(tokens, plan)
-    today = rows[0][1]
-    lines = [f"tokens {tokens}: predicted call, stages in order", f"  {'lead':74} {'pred us':>8} {'saves us':>8} {'MB':>8}"]
-    lines += [f"  {label:74} {_us(ms)} {_us(today - ms)} {moved / 1e6:8.1f}" for label, ms, moved in rows]
     return lines
 
 
@@ -589,10 +543,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Bytes and FLOPs of each stage kernel, its roofline, and a predicted time")
     parser.add_argument("--tokens", type=int, nargs="+", help="token counts (default 128 2984 131072; with --kernels: a filter)")
     parser.add_argument("--kernels", type=Path, help="a profile_stages results file: roofline of its measured kernel times")
-    parser.add_argument("--leads", action="store_true", help="issue 16's leads: predicted time and saving")
     args = parser.parse_args(argv)
-    if args.leads and args.kernels:
-        parser.error("--leads predicts from the model; --kernels reads measurements: one or the other")
     try:
         if args.tokens and not all(1 <= t <= MAX_TOKENS for t in args.tokens):
             raise UsageError(f"--tokens must be between 1 and {MAX_TOKENS}")
@@ -600,13 +551,12 @@ def main(argv=None) -> int:
             tables = [measured_table(row) for row in measured_rows(args.kernels, args.tokens)]
         else:
             plan = configs.PLANS["sm_90"]
-            table = leads_table if args.leads else model_table
-            tables = [table(t, plan) for t in args.tokens or (128, 2984, 131072)]
+            tables = [model_table(t, plan) for t in args.tokens or (128, 2984, 131072)]
     except UsageError as e:
         print(f"traffic_model: {e}", file=sys.stderr)
         return 2
     print(f"H200 peaks: {PEAK_TBPS} TB/s, {PEAK_TFLOPS:.0f} TFLOP/s dense fp16; floor = max(bytes/BW, FLOPs/peak); "
-          "pred = the model at measured efficiencies (docs/traffic_model.md)")
+          "pred = the model at measured efficiencies (docs/performance.md)")
     print("\n".join(line for table in tables for line in table))
     return 0
 

@@ -86,11 +86,17 @@ def _record(ops: GemmOperands) -> torch.cuda.CUDAGraph:
     return graph
 
 
-def gemm_reference_ms(tokens: int, warmup: int = 10, rep: int = 50) -> float:
-    """Median latency in ms of the four GEMMs for `tokens` tokens on cuda:0 (official-style timer)."""
+def gemm_reference_graph(tokens: int) -> torch.cuda.CUDAGraph:
+    """The four GEMMs for `tokens` tokens on cuda:0 as a graph to replay (its operands kept alive by it)."""
     ops = GemmOperands.draw(tokens, torch.device("cuda:0"))
     graph = _record(ops)
-    return time_call(graph.replay, [], [], warmup, rep).median_ms
+    graph.operands = ops  # the replay reads these buffers
+    return graph
+
+
+def gemm_reference_ms(tokens: int, warmup: int = 10, rep: int = 50) -> float:
+    """Median latency in ms of the four GEMMs for `tokens` tokens on cuda:0 (official-style timer)."""
+    return time_call(gemm_reference_graph(tokens).replay, [], [], warmup, rep).median_ms
 
 
 def side_entry(tokens: int, config) -> dict:

@@ -26,24 +26,6 @@ def test_gpu_tool_without_a_gpu_says_so_in_one_line(tool, tmp_path):
     assert not result.stdout.strip()
 
 
-# bench/experiments' modules that other scripts import (no command line of their own)
-EXPERIMENT_MODULES = {"__init__.py", "workload_case.py", "stage2_warp_specialized.py", "stage2_ws_copy.py",
-                      "stage2_ws_resident.py"}
-EXPERIMENT_SCRIPTS = sorted(p.name for p in (ROOT / "bench" / "experiments").glob("*.py")
-                            if p.name not in EXPERIMENT_MODULES)
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
-@pytest.mark.parametrize("script", EXPERIMENT_SCRIPTS)
-def test_experiment_without_a_gpu_stops_without_a_traceback(script):
-    """Each prototype or A/B script, given a workload's token count on a machine without a GPU,
-    stops with its reason (no GPU, a usage line, the package it needs) and no traceback."""
-    result = subprocess.run([sys.executable, str(ROOT / "bench" / "experiments" / script), "2984"], cwd=ROOT,
-                            capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
-    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
-    assert result.stderr.strip() and not result.stdout.strip(), result
-
-
 def test_ptx_fingerprint_ignores_debug_lines_labels_and_the_kernels_name():
     from bench.ptx_fingerprints import fingerprint
     a = ".entry foo(\n.loc 1 2 3\n$L__BB0_1:\n\tadd.s32 %r1, %r2, %r3;\n\tbra $L__BB0_1;"
@@ -51,63 +33,6 @@ def test_ptx_fingerprint_ignores_debug_lines_labels_and_the_kernels_name():
     assert fingerprint(a, "foo") == fingerprint(b, "bar")
     assert fingerprint(a, "foo") != fingerprint(a.replace("add", "sub"), "foo")
     assert fingerprint(a, "foo") != fingerprint(b, "")  # the name kept when none is given
-
-
-def test_experiments_workload_case_and_checks():
-    """bench/experiments' shared setup: the official workload's inputs and outputs; a variant's
-    outputs pass the check only if it writes them (NaN-filled first)."""
-    from bench.experiments.workload_case import outputs_of, verdicts, workload_case
-
-    workload, inputs, outputs = workload_case(128, "cpu")
-    assert workload.tokens == 128 and [tuple(o.shape) for o in outputs][0] == (1, 128, 512)
-    expected = reference.run(*inputs)
-
-    def writes_reference(*args):
-        for out, ref in zip(args[len(inputs):], expected):
-            out.copy_(ref)
-
-    assert all(v.passed for v in verdicts(outputs_of(writes_reference, inputs, outputs), expected, workload).values())
-    assert not any(v.passed for v in verdicts(outputs_of(lambda *args: None, inputs, outputs), expected, workload).values())
-    with pytest.raises(ValueError, match="no official workload has 5 tokens"):
-        workload_case(5, "cpu")
-
-
-def test_provenance_names_the_host_cpu():
-    """Host-time figures depend on the host CPU: every results file's provenance names it."""
-    from evaluation.provenance import provenance
-
-    cpu = provenance("test")["host_cpu"]
-    assert isinstance(cpu, str) and cpu and cpu != "unknown"
-
-
-def test_experiments_workload_tokens():
-    """The A/B scripts' token argument: official workload token counts only, comma-separated."""
-    from bench.experiments.workload_case import WORKLOAD_TOKENS, workload_tokens
-
-    assert workload_tokens("2984,131072") == [2984, 131072] and len(WORKLOAD_TOKENS) == 16
-    for bad in ("5", "2984,", "x", ""):
-        with pytest.raises(ValueError, match="not a comma-separated list of workload token counts"):
-            workload_tokens(bad)
-
-
-def test_experiments_write_their_results_file_after_each_token_count(tmp_path):
-    """measure_each rewrites the results file after every token count: a run cut short (here, by an
-    error at the second count) keeps the rows it measured, under the header's fields."""
-    import json
-
-    from bench.experiments.workload_case import measure_each
-
-    out = tmp_path / "ab.json"
-
-    def measure(tokens: int) -> dict:
-        if tokens == 131:
-            raise RuntimeError("cut short")
-        return {"tokens": tokens, "correct": {"a": True}, "a": [{"us": 1.25, "kernels_us": {}}]}
-
-    with pytest.raises(RuntimeError, match="cut short"):
-        measure_each([128, 131], measure, str(out), {"provenance": {"method": "test"}})
-    written = json.loads(out.read_text())
-    assert written["provenance"] == {"method": "test"} and [r["tokens"] for r in written["rows"]] == [128]
 
 
 def test_score_elasticity_is_the_derivative_of_the_score(capsys):
@@ -141,9 +66,8 @@ def test_score_elasticity_is_the_derivative_of_the_score(capsys):
 
 # -- command lines: --help does no work; a bad argument is a usage error before the GPU check -------------
 
-HELP_TOOLS = sorted(f"bench/experiments/{p.name}" for p in (ROOT / "bench" / "experiments").glob("*.py")
-                    if p.name != "__init__.py") + ["bench/ptx_fingerprints.py", "bench/results_index.py",
-                                                   "tests/fixtures/make_fixtures.py"]
+HELP_TOOLS = ["bench/ab.py", "bench/plan_table.py", "bench/ptx_fingerprints.py", "bench/results_index.py",
+              "tests/fixtures/make_fixtures.py"]
 
 
 def _run_tool(path: str, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -161,24 +85,12 @@ def test_help_prints_usage_and_does_nothing_else(tool):
     assert {p: p.stat().st_mtime_ns for p in fixtures} == fixtures
 
 
-E = "bench/experiments/"
 BAD_ARGUMENTS = [  # (tool, arguments, what the error line must say)
-    (E + "ab_few_tokens_plans.py", ["999"], "'999': not a comma-separated list of workload token counts"),
-    (E + "ab_few_tokens_plans.py", ["128", "nosuch"], "unknown variant 'nosuch'"),
-    (E + "ab_fp32_weights.py", ["-5"], "'-5': not a comma-separated list of workload token counts"),
-    (E + "ab_host_path.py", ["/nonexistent", "128"], "'/nonexistent': no __init__.py or ffn_backward.py there"),
-    (E + "ab_host_path.py", ["solution", "128", "0"], "argument rounds: '0': must be >= 1"),
-    (E + "ab_large_layernorm.py", ["128"], "token counts [128] are not above BEYOND (32768)"),
-    (E + "ab_large_layernorm.py", ["131072", "-5"], "argument BEYOND: '-5': not a token count >= 1"),
-    (E + "ab_large_layernorm.py", ["131072", "32768", "nosuch"], "launch 'nosuch': expected ROWSrows-wWARPS-xWAVES"),
-    (E + "ab_stage1_by_tokens.py", ["5"], "'5': not a comma-separated list of workload token counts"),
-    (E + "ab_stage4_operand_b.py", ["-1"], "'-1': not a comma-separated list of workload token counts"),
-    (E + "ab_stage4_second_wave.py", ["0"], "'0': not a comma-separated list of workload token counts"),
-    (E + "ab_v18_v19.py", ["1,x"], "'1,x': not a comma-separated list of workload token counts"),
-    (E + "overlap_stage1_stage2.py", ["0"], "'0': not a comma-separated list of token counts >= 1"),
-    (E + "plan_sweeps.py", ["stage9"], "unknown sweep 'stage9'"),
-    (E + "stage2_prototypes.py", ["-5"], "'-5': not a comma-separated list of token counts >= 1"),
-    (E + "stage2_tiles.py", ["999"], "'999': not a comma-separated list of workload token counts"),
+    ("bench/ab.py", ["/nonexistent"], "'/nonexistent': not a solution package"),
+    ("bench/ab.py", ["solution", "--tokens", "999"], "'999': not a comma-separated list of workload token counts"),
+    ("bench/ab.py", ["solution", "--rounds", "0"], "--rounds 0: at least 1"),
+    ("bench/ab.py", ["checkout=solution"], "the name must be an identifier other than 'checkout'"),
+    ("bench/ab.py", ["solution", "solution"], "two packages are named alike"),
     ("bench/ptx_fingerprints.py", ["--arch", "sm_80"], "invalid choice: 'sm_80'"),
     ("tests/fixtures/make_fixtures.py", ["--bogus"], "unrecognized arguments: --bogus"),
 ]
@@ -195,13 +107,11 @@ def test_a_bad_argument_is_a_usage_error_naming_it(tool, args, message):
 
 
 def test_refusals_of_the_environment_are_one_line():
-    """Where a script cannot run here: one line, no traceback (the DRY check without the interpreter,
-    ptx_fingerprints under the interpreter, an A/B whose branch-only plan fields main lacks, a library
-    module)."""
-    cases = [(E + "overlap_stage1_stage2.py", ["128"], {"DRY": "1", "TRITON_INTERPRET": "0"}, "set TRITON_INTERPRET=1"),
-             ("bench/ptx_fingerprints.py", [], {"TRITON_INTERPRET": "1"}, "unset TRITON_INTERPRET"),
-             (E + "ab_fp32_weights.py", ["128"], {}, "the record of a past A/B"),
-             (E + "stage2_ws_copy.py", [], {}, "a library module, nothing to run")]
+    """Where a tool cannot run here: one line, no traceback (ptx_fingerprints under the interpreter,
+    the A/B without a GPU)."""
+    cases = [("bench/ptx_fingerprints.py", [], {"TRITON_INTERPRET": "1"}, "unset TRITON_INTERPRET")]
+    if not torch.cuda.is_available():
+        cases.append(("bench/ab.py", ["solution", "--tokens", "128"], {}, "needs a CUDA GPU"))
     for tool, args, env, message in cases:
         result = _run_tool(tool, *args, **env)
         lines = result.stderr.strip().splitlines()
@@ -220,42 +130,6 @@ def test_make_fixtures_writes_where_it_is_told(tmp_path):
     assert result.returncode == 2 and "a file, not a folder" in result.stderr, result
 
 
-def test_experiments_argument_types():
-    """The scripts' argument types: each a ValueError to a caller, and to argparse an error whose
-    message (naming the value) it prints as is."""
-    import argparse
-
-    from bench.experiments.workload_case import description, token_counts
-    from evaluation.staging import int_at_least
-
-    assert token_counts("1,5000") == [1, 5000] and int_at_least(1)("3") == 3
-    for parse, bad in ((token_counts, "0"), (token_counts, "1,-2"), (token_counts, "x"), (int_at_least(1), "0"),
-                       (int_at_least(1), "1.5")):
-        with pytest.raises((ValueError, argparse.ArgumentTypeError), match=repr(bad)):
-            parse(bad)
-    parser = argparse.ArgumentParser()
-    parser.add_argument("tokens", type=token_counts)
-    with pytest.raises(SystemExit):
-        parser.parse_args(["0"])
-    assert description("One sentence\nover two lines.\n\nMore.") == "One sentence over two lines."
-
-
-def test_ab_solutions_variants_are_plans_the_solution_takes():
-    """Every plan variant of bench/experiments/ab_solutions.py, on sm_90's plan (the one it runs on),
-    describes a call at token counts on both sides of the plans' bounds: a variant that builds a
-    plan the launches refuse would fail only on the GPU machine, after its first call."""
-    from bench.experiments.ab_solutions import VARIANTS
-    from solution import configs
-    from solution.arguments import Dims
-    from solution.launches import describe_call
-
-    for name, variant in VARIANTS.items():
-        plan = variant(configs.PLANS["sm_90"])
-        for tokens in (128, 1163, 2984, 4096, 4097, 17312):
-            call = describe_call(Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
-            assert call.launches, (name, tokens)
-
-
 def test_real_use_describes_the_host_it_ran_on():
     """real_use's host figures: the reference task is fixed and takes measurable time; the steal
     share is a share of the ticks that passed, and unknown where the ticks are."""
@@ -270,10 +144,10 @@ def test_real_use_describes_the_host_it_ran_on():
     assert real_use._involuntary_switches() >= 0
 
 
-def test_ab_rounds_alternate_which_variant_runs_first():
-    """The host A/Bs reverse the variants' order every other round (later in a round runs under a
-    lower clock), and every round measures every variant once."""
-    from bench.experiments.ab_host_path import round_order
+def test_ab_rounds_alternate_which_side_runs_first():
+    """The A/B reverses the sides' order every other round (later in a round runs under a lower
+    clock), and every round measures every side once."""
+    from bench.ab import round_order
 
     names = ["old", "checkout"]
     assert [round_order(names, k) for k in range(3)] == [names, names[::-1], names]

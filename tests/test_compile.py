@@ -38,15 +38,16 @@ def test_register_operand_hazard_reads_the_ttgir():
     assert register_operand_hazard(f"{register_a}\n{all_done}") is None
 
 
-def test_stage4_fp32_kernel_has_the_hazard_on_sm_90():
-    """weight_grad_fp32_kernel compiled for sm_90 (Triton 3.6) is what register_operand_hazard rejects,
-    which is why sm_90's plan never launches it (solution/configs.py). If this fails, Triton compiles it
-    differently now: look again before launching it on Hopper."""
+def test_stage4_fp32_layout_has_the_hazard_on_sm_90():
+    """Triton's stage 4 on the fp32 inputs (weight_grad_kernel, FP32_INPUTS) compiled for sm_90
+    (Triton 3.6) is what register_operand_hazard rejects, which is why sm_90's plan never launches it
+    (solution/configs.py). If this fails, Triton compiles it differently now: look again before
+    launching it on Hopper."""
     env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
     code = (
         "from bench import compile_check as cc; from solution import configs\n"
         "launch = next(r.launch for r in cc._launches(configs.PLANS['sm_100'], 2064)"
-        " if r.launch.kernel.__name__ == 'weight_grad_fp32_kernel')\n"
+        " if r.launch.constexprs.get('FP32_INPUTS'))\n"
         "print(cc.register_operand_hazard(cc.compile_launch(launch, cc.TARGETS['sm_90']).asm['ttgir']))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env | {"PYTHONPATH": str(ROOT)},

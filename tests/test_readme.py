@@ -20,3 +20,10 @@ def test_ci_runs_the_readme_commands():
         extracted = subprocess.run(["bash", "-c", f"{extractor}\nreadme_command {marker}"], cwd=ROOT,
                                    capture_output=True, text=True, check=True).stdout.strip()
         assert extracted == written, marker
+
+
+def test_plan_doc_matches_the_plans():
+    """docs/plan.md is what bench/plan_table.py writes from solution/configs.py's plans."""
+    from bench import plan_table
+
+    assert plan_table.main(["--check"]) == 0, "docs/plan.md is out of date: run python bench/plan_table.py"

@@ -61,11 +61,12 @@ def device_plan(device: torch.device, **changes) -> configs.LaunchPlan:
 
 
 def skip_on_hopper_gpu(device: torch.device) -> None:
-    """Triton's stage 4 on the fp32 inputs (weight_grad_fp32_kernel) is not launched on sm_90: its
-    register-operand MMA may race there (solution/configs.py; sm_90 runs the Gluon kernel instead).
-    Its tests run in the interpreter, and on GPUs that launch it."""
+    """Triton's stage 4 on the fp32 inputs (weight_grad_kernel's FP32_INPUTS layout) is not launched
+    on sm_90: its register-operand MMA may race there (solution/configs.py; sm_90 runs the Gluon
+    kernel instead). Its tests run in the interpreter, and on GPUs that launch it."""
     if configs.architecture(device) == "sm_90":
-        pytest.skip("sm_90 never launches weight_grad_fp32_kernel (register-operand MMA hazard, solution/configs.py)")
+        pytest.skip("sm_90 never launches Triton's stage 4 on the fp32 inputs (register-operand MMA hazard, "
+                    "solution/configs.py)")
 
 
 def draw(batch_size: int, seq_len: int, device: torch.device, seed: int) -> tuple:
@@ -225,7 +226,8 @@ def test_stage3_split_k_launch(splits):
 def test_unaligned_fc1_output(device, nan_outputs, outputs_pass):
     """fc1_output at an address TMA cannot take (4 bytes past a 16-byte boundary): the persistent
     stage 2 (TMA) reads a copy."""
-    persistent = next(g for _, g in configs.launch_plan(device).gelu_gemm if g.programs_per_sm > 0)
+    persistent = next(g for _, g in configs.launch_plan(device).gelu_gemm
+                      if isinstance(g, configs.GeluGemmConfig) and g.programs_per_sm > 0)
     named = dict(zip(reference.INPUT_NAMES, draw(1, 19, device, seed=350)))
     fc1_output = named["fc1_output"]
     storage = torch.empty(fc1_output.numel() + 1, device=device)
@@ -326,8 +328,8 @@ def test_stage4_layout_by_tokens():
     assert copies <= {w.name for w in below.workspaces} and not copies & {w.name for w in at.workspaces}
     assert below.launches[0].constexprs["COPY_HIDDEN"] and not at.launches[0].constexprs["COPY_HIDDEN"]
     assert below.launches[0].grid > at.launches[0].grid
-    assert below.launches[3].kernel.__name__ == "weight_grad_kernel"
-    assert at.launches[3].kernel.__name__ == "weight_grad_fp32_kernel"
+    assert below.launches[3].kernel.__name__ == at.launches[3].kernel.__name__ == "weight_grad_kernel"
+    assert not below.launches[3].constexprs["FP32_INPUTS"] and at.launches[3].constexprs["FP32_INPUTS"]
     assert {"gelu_output", "hidden_states"} <= at.tma_buffers and not {"gelu_output", "hidden_states"} & below.tma_buffers
 
 
@@ -490,8 +492,7 @@ def test_bad_argument_raises_naming_it(edit, error, named, device, nan_outputs):
         solution_run(*(args[name] for name in (*reference.INPUT_NAMES, *reference.OUTPUT_NAMES)))
 
 
-WARP_SPECIALIZED_STAGE2 = configs.GemmConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4,
-                                             warp_specialized=True)
+WARP_SPECIALIZED_STAGE2 = configs.GeluGemmWsConfig(block_n=128, block_k=64, stages=4)
 
 
 def test_warp_specialized_stage2_launch():
@@ -503,14 +504,14 @@ def test_warp_specialized_stage2_launch():
         dims = Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu"))
         return describe_call(dims, plan).launches[1]
 
-    assert stage2(2048).kernel.__name__ == "gelu_backward_persistent_kernel"
+    assert stage2(2048).kernel.__name__ == "gelu_backward_gemm_kernel" and stage2(2048).constexprs["PERSISTENT"]
     launch = stage2(2049)
     assert launch.kernel.__name__ == "gelu_backward_ws_kernel" and launch.grid == configs.multiprocessor_count(
         torch.device("cpu"))
     assert [a.buffer.name for a in launch.args if getattr(a, "gluon", False)] == [
         "grad_residual_f16", "fc2_weight_f16", "fc1_output", "grad_fc1_output"]
-    assert not any(configs.for_tokens(configs.PLANS[arch].gelu_gemm, 131072).warp_specialized
-                   for arch in ("sm_100", "cpu"))  # wgmma: Hopper only; the interpreter runs no Gluon
+    assert not any(isinstance(g, configs.GeluGemmWsConfig) for arch in ("sm_100", "cpu")
+                   for _, g in configs.PLANS[arch].gelu_gemm)  # wgmma: Hopper only; the interpreter runs no Gluon
 
 
 B1xS1163 = next(w for w in reference.WORKLOADS if w.label == "B1xS1163")
@@ -554,7 +555,8 @@ def test_warp_specialized_stage4_launch():
     assert workspaces["arrivals"].shape == (128,)
     assert stage4.args[5] is stage1.args[-4] is workspaces["arrivals"] and stage1.args[-1] == 128
     assert stage4.args[6] == 0  # its counters first: stage 3 does not split K there
-    assert not any(g.warp_specialized for arch in ("sm_100", "cpu") for _, g in configs.PLANS[arch].weight_gemm)
+    assert not any(isinstance(g, configs.WeightGemmWsConfig) for arch in ("sm_100", "cpu")
+                   for _, g in configs.PLANS[arch].weight_gemm)
     # a shape the Gluon tiles do not divide (640 is no multiple of 256; the entry point only takes
     # powers of two): the copies, made in stage 1, and the plan's Triton stage 4
     odd = described(plan.stage4_reads_fp32_from, hidden=640)
@@ -565,26 +567,27 @@ def test_warp_specialized_stage4_launch():
     assert not {"weight_partials", "arrivals"} & {w.name for w in odd.workspaces}
 
 
-def test_sm90_plan_is_v27s_below_the_gluon_stage4():
-    """sm_90's plan (candidate v30) runs the Gluon stage 4 from 4097 tokens, where it beat the fp16
-    copies in session 21's A/B (results/solutions_ab_b717f27.json; at 2984 tokens it lost). Below, the
-    call is v27's exactly: the plan with the copies at every size and the Triton stage 4."""
+def test_sm90_plan_below_the_gluon_stage4_is_the_copies_plan():
+    """sm_90's plan runs the Gluon stage 4 from 4097 tokens (configs.py: at 2984 tokens it lost to
+    the copies). Below, the call is exactly that of the plan with the copies at every size and the
+    Triton stage 4."""
     plan = configs.PLANS["sm_90"]
     assert plan.stage4_reads_fp32_from == 4097
-    triton_entries = [(limit, g) for limit, g in plan.weight_gemm if not g.warp_specialized]
+    triton_entries = [(limit, g) for limit, g in plan.weight_gemm if not isinstance(g, configs.WeightGemmWsConfig)]
     copies = dataclasses.replace(plan, stage4_reads_fp32_from=configs.ANY_TOKENS,
                                  weight_gemm=(*triton_entries[:-1], (configs.ANY_TOKENS, triton_entries[-1][1])))
     for tokens in (1, 2048, 2049, 2984, 3602, 4096):
         dims = Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu"))
-        ours, v27 = describe_call(dims, plan), describe_call(dims, copies)
-        assert (ours.launches, ours.workspaces, ours.offsets) == (v27.launches, v27.workspaces, v27.offsets), tokens
+        ours, theirs = describe_call(dims, plan), describe_call(dims, copies)
+        assert (ours.launches, ours.workspaces, ours.offsets) == (theirs.launches, theirs.workspaces,
+                                                                 theirs.offsets), tokens
 
 
 def test_malformed_warp_specialized_stage4_entry_is_refused():
     """A Gluon stage-4 entry whose tiles the kernel does not take is a plan error, not a silent
     fallback to the copies; nor is a plan without a Triton entry to fall back to."""
     plan = configs.PLANS["sm_90"]
-    wide = dataclasses.replace(WARP_SPECIALIZED_STAGE4, block_m=256)
+    wide = dataclasses.replace(WARP_SPECIALIZED_STAGE4, block_n=512)
     bad = dataclasses.replace(plan, weight_gemm=(*plan.weight_gemm[:-1], (configs.ANY_TOKENS, wide)))
     with pytest.raises(ValueError, match="plan.weight_gemm"):
         describe_call(Dims(tokens=8192, hidden=512, intermediate=2048, device=torch.device("cpu")), bad)

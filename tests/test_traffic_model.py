@@ -36,7 +36,7 @@ def test_minimum_is_needed_inputs_once_plus_outputs_once(tokens):
 
 
 def test_bytes_per_token():
-    """The figures quoted in issue 16 / PERFORMANCE.md: 24.6 KB a token at least, 53 KiB as built with
+    """Bytes a token: 24.6 KB at least, 53 KiB as built with
     the fp16 copies of gelu_output and hidden_states; without them 10,240 B less (12,288 + 3,072 B of
     copying go, stage 4 reads 4,096 + 1,024 B more in fp32)."""
     assert tm.per_token(lambda m: tm.minimum_traffic(m)["bytes"]) == 3 * 2048 + 2 * 8192 + 4 + 2048
@@ -98,9 +98,9 @@ def test_gelu_copy_moves_between_stages_1_and_2():
     rounds gelu_output, from it on stage 2; the call's bytes are the same."""
     below, above = tm.MAIN_COPIES.gelu_in_stage2_from - 1, tm.MAIN_COPIES.gelu_in_stage2_from
     low, high = tm.stage_traffic(below, PLAN, tm.MAIN_COPIES), tm.stage_traffic(above, PLAN, tm.MAIN_COPIES)
-    assert "gelu_output" in low[tm.LAYERNORM]["reads"] and "gelu_output" not in low[tm.GELU_PERSISTENT]["reads"]
-    assert "gelu_output" in high[tm.GELU_PERSISTENT]["reads"] and "gelu_output" not in high[tm.LAYERNORM]["reads"]
-    assert high[tm.GELU_PERSISTENT]["writes"]["gelu_output_f16"] == {"dtype": "float16", "shape": [above, 2048],
+    assert "gelu_output" in low[tm.LAYERNORM]["reads"] and "gelu_output" not in low[tm.GELU]["reads"]
+    assert "gelu_output" in high[tm.GELU]["reads"] and "gelu_output" not in high[tm.LAYERNORM]["reads"]
+    assert high[tm.GELU]["writes"]["gelu_output_f16"] == {"dtype": "float16", "shape": [above, 2048],
                                                                        "bytes": 2 * above * 2048}
     in_stage1 = tm.stage_traffic(above, PLAN, tm.Fp16Copies(configs.ANY_TOKENS))
     assert tm.total(in_stage1)["bytes"] == tm.total(high)["bytes"]
@@ -141,7 +141,7 @@ def test_stages_move_the_buffers_the_launches_get(tokens, arch, monkeypatch):
     plan = configs.PLANS[arch]
     call = describe_call(Dims(tokens, 512, 2048, torch.device("cpu")), plan)
     stages = tm.stage_traffic(tokens, plan)
-    assert [launch.kernel.fn.__name__ for launch in call.launches] == list(stages)
+    assert [launch.kernel.fn.__name__ for launch in call.launches] == list(map(tm.kernel_name, stages))
     for launch, (kernel, t) in zip(call.launches, stages.items()):
         given = launch_buffers(launch)
         moved = t["reads"] | t["writes"]
@@ -161,17 +161,18 @@ def test_stage3_split_k_bytes():
 
 
 def test_stage2_at_131072_tokens():
-    """PERFORMANCE.md: stage 2 (with the gelu_output rounding) moved ~3.2 GB and does 0.275 TFLOP;
+    """Stage 2 (with the gelu_output rounding) moves ~3.2 GB and does 0.275 TFLOP;
     without it 12,288 B a token less."""
-    s2 = tm.stage_traffic(131072, PLAN, tm.MAIN_COPIES)[tm.GELU_PERSISTENT]
+    s2 = tm.stage_traffic(131072, PLAN, tm.MAIN_COPIES)[tm.GELU]
     assert 3.1e9 < s2["bytes"] < 3.4e9 and round(s2["flops"] / 1e12, 3) == 0.275
-    assert s2["bytes"] - tm.stage_traffic(131072, PLAN)[tm.GELU_PERSISTENT]["bytes"] == 131072 * 12288
+    assert s2["bytes"] - tm.stage_traffic(131072, PLAN)[tm.GELU]["bytes"] == 131072 * 12288
 
 
 def test_stage2_kernel_by_tokens():
-    assert tm.GELU_TILE in tm.stage_traffic(128, PLAN) and tm.GELU_PERSISTENT in tm.stage_traffic(2984, PLAN)
+    assert tm.GELU in tm.stage_traffic(128, PLAN) and tm.GELU in tm.stage_traffic(2984, PLAN)
+    assert not tm.stage2_persistent(128, PLAN) and tm.stage2_persistent(2984, PLAN)
     hopper = configs.PLANS["sm_90"]
-    assert tm.GELU_PERSISTENT in tm.stage_traffic(1163, hopper) and tm.GELU_WS in tm.stage_traffic(2984, hopper)
+    assert tm.GELU in tm.stage_traffic(1163, hopper) and tm.GELU_WS in tm.stage_traffic(2984, hopper)
 
 
 def test_roofline_arithmetic():
@@ -195,8 +196,9 @@ def measured(tokens: int, variant: str) -> dict:
 def test_prediction_reproduces_its_calibration():
     """The efficiencies were fitted at 131072 tokens on this row: the model gives its times back within 1%."""
     row = measured(131072, "default")
-    predicted = tm.predict(131072, tm.plan_from_record(row["plan"]), copies=tm.copies_from_record(row["plan"]))
-    for kernel, ms in row["kernels_ms"].items():
+    plan, copies = tm.plan_from_record(row["plan"]), tm.copies_from_record(row["plan"])
+    predicted = tm.predict(131072, plan, copies=copies)
+    for kernel, ms in tm.measured_kernels(row["kernels_ms"], 131072, plan, copies).items():
         assert predicted[kernel]["ms"] == pytest.approx(ms, rel=0.01), kernel
 
 
@@ -204,9 +206,9 @@ def test_prediction_reproduces_its_calibration():
 def test_prediction_at_sizes_it_was_not_fitted_on(tokens):
     """Mid sizes, stages in order: every stage within 25%, the call within 6%."""
     row = measured(tokens, "weight_grads_beside_stages_2_3_up_to=0")
-    plan = tm.plan_from_record(row["plan"])
-    predicted = tm.predict(tokens, plan, copies=tm.copies_from_record(row["plan"]))
-    for kernel, ms in row["kernels_ms"].items():
+    plan, copies = tm.plan_from_record(row["plan"]), tm.copies_from_record(row["plan"])
+    predicted = tm.predict(tokens, plan, copies=copies)
+    for kernel, ms in tm.measured_kernels(row["kernels_ms"], tokens, plan, copies).items():
         assert predicted[kernel]["ms"] == pytest.approx(ms, rel=0.25), kernel
     assert tm.call_ms(predicted, tokens, plan) == pytest.approx(row["official_ms"], rel=0.06)
 
@@ -214,6 +216,8 @@ def test_prediction_at_sizes_it_was_not_fitted_on(tokens):
 def test_plan_from_record():
     record = json.loads(json.dumps(dataclasses.asdict(PLAN)))  # as profile_stages writes it
     assert tm.plan_from_record(record) == PLAN
+    hopper = configs.PLANS["sm_90"]  # the warp-specialized configurations: no warps field
+    assert tm.plan_from_record(json.loads(json.dumps(dataclasses.asdict(hopper)))) == hopper
     old = measured(2984, "default")["plan"]
     assert "fc2_weight_lo" in tm.unmodelled_fields(old)
     assert tm.plan_from_record(old).overlap_stages_3_4_up_to == 0
@@ -235,41 +239,13 @@ def test_plan_from_record_translates_stage1s_old_fields():
 
 
 def test_plan_from_record_translates_old_column_sum_and_copy_fields():
-    """Rows from before v26: the column sums' one field (sum_block_r) and no gelu_output copy launch."""
+    """Older rows: the column sums' one field (sum_block_r) and no gelu_output copy launch."""
     old = measured(2984, "default")["plan"]
     assert "sum_block_r" in old and "column_sums" not in old and "gelu_copy_beside_stage3" not in old
     plan = tm.plan_from_record(old)
     assert plan.column_sums == dataclasses.replace(configs.PLANS["sm_90"].column_sums, block_r=old["sum_block_r"])
     assert plan.gelu_copy_beside_stage3 == ((configs.ANY_TOKENS, 0),)
     assert "sum_block_r" not in tm.unmodelled_fields(old)
-
-
-def test_leads_save_bytes():
-    rows = dict((label[:2], (ms, moved)) for label, ms, moved in tm.leads(131072, PLAN))
-    main = tm.total(tm.stage_traffic(131072, PLAN, tm.MAIN_COPIES))["bytes"]
-    assert rows["ma"][1] == main and rows["A."][1] == tm.total(tm.stage_traffic(131072, PLAN))["bytes"]
-    assert rows["A."][1] == main - 131072 * (8192 + 2048)  # gelu copy: 12 KB out, 4 KB more read by stage 4; hidden_states 2 KB
-    assert rows["A."][0] < rows["ma"][0]
-
-
-def test_docs_leads_table_is_the_tools():
-    """docs/traffic_model.md's table of issue 16's leads holds what `--leads` prints for the sm_90
-    plan: each lead's saving at 2984, 7184 and 131072 tokens (the table's rounding) and its bytes."""
-    text = (ROOT / "docs" / "traffic_model.md").read_text(encoding="utf-8")
-    table = text[text.index("## Issue 16's leads, predicted"):]
-    cells = {}
-    for line in table.splitlines():
-        if line.startswith("| ") and line[2:4] in ("A.", "A′", "B.", "B′", "C.", "D."):
-            *_, s2984, s7184, s131072, gb, _ = line.split("|")
-            cells[line[2:4].replace("′", "'")] = [float(c.replace("−", "-")) for c in (s2984, s7184, s131072, gb)]
-    plan = configs.PLANS["sm_90"]
-    for i, tokens in enumerate((2984, 7184, 131072)):
-        rows = tm.leads(tokens, plan)
-        main_ms = rows[0][1]
-        for label, ms, moved in rows[1:]:
-            assert cells[label[:2]][i] == pytest.approx((main_ms - ms) * 1e3, abs=0.051), (label, tokens)
-            if tokens == 131072:
-                assert cells[label[:2]][3] == pytest.approx(moved / 1e9, abs=0.0051), label
 
 
 def test_cli_model_table(capsys):
@@ -279,11 +255,10 @@ def test_cli_model_table(capsys):
     assert "gelu_backward_gemm_kernel" in out and "gelu_backward_ws_kernel" in out and "tokens 2984" in out
 
 
-def test_cli_measured_and_leads(capsys):
+def test_cli_measured(capsys):
     assert tm.main(["--kernels", str(OVERLAP), "--tokens", "131072"]) == 0
-    assert "official 3034.2 us" in capsys.readouterr().out
-    assert tm.main(["--leads", "--tokens", "2984"]) == 0
-    assert "fully overlapped" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "official 3034.2 us" in out and "kernels not in the model" not in out
 
 
 @pytest.mark.parametrize("argv", (["--kernels", "no/such.json"], ["--kernels", str(ROOT / "definition.json")],
@@ -303,9 +278,3 @@ def test_cli_misshapen_kernels_file_is_one_line(row, tmp_path, capsys):
     assert tm.main(["--kernels", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"traffic_model: {path}: a row's tokens or kernels_ms") and err.count("\n") == 1
-
-
-def test_cli_leads_and_kernels_exclude_each_other(capsys):
-    with pytest.raises(SystemExit) as exit:
-        tm.main(["--kernels", str(OVERLAP), "--leads"])
-    assert exit.value.code == 2 and "one or the other" in capsys.readouterr().err
