@@ -250,3 +250,20 @@ def test_a_size_every_tensor_agrees_on_still_follows_the_size_rule():
             _resized(tensors, name, "H", 384)
     with pytest.raises(ValueError, match="^hidden_size 384 and intermediate_size 2048: need powers of two"):
         check_arguments(tuple(tensors), eps)
+
+
+def test_run_is_importable_from_the_package_without_importing_the_kernels_first():
+    """`from solution import run` is solution.ffn_backward.run; `import solution` alone imports no
+    kernel module (nor triton), so the interpreter can still be chosen after it."""
+    import subprocess
+    import sys
+
+    from reference.problem import ROOT
+
+    script = ("import sys, solution\n"
+              "assert 'triton' not in sys.modules and 'solution.ffn_backward' not in sys.modules\n"
+              "from solution import run\n"
+              "from solution.ffn_backward import run as entry\n"
+              "assert run is entry\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
