@@ -224,25 +224,42 @@ class OneLineParser(argparse.ArgumentParser):
 NO_GPU = "needs a CUDA GPU (torch.cuda.is_available() is False); on a CPU-only machine run `python -m pytest`"
 
 
+def build_parser() -> OneLineParser:
+    """The command line: every option with its help and its default."""
+    from evaluation.baselines import BASELINE_NAMES, DEFAULT_BASELINES
+
+    parser = OneLineParser(prog="python -m evaluation.cli", description=__doc__.splitlines()[0])
+    parser.add_argument("--solution", default=str(ROOT / "solution.json"),
+                        help="the solution.json to evaluate (default: %(default)s)")
+    parser.add_argument("--workloads", default=None,
+                        help="workload indices (file order) or uuids, comma-separated (default: all)")
+    parser.add_argument("--rounds", type=int_at_least(1), default=10,
+                        help="correctness rounds per workload, each on fresh inputs (default: %(default)s)")
+    parser.add_argument("--warmup", type=int_at_least(0), default=10,
+                        help="untimed calls before the timed ones (default: %(default)s)")
+    parser.add_argument("--iterations", type=int_at_least(1), default=50,
+                        help="timed calls per workload; the latency is their median (default: %(default)s)")
+    parser.add_argument("--baselines", default=",".join(DEFAULT_BASELINES),
+                        help=f"comma list of {', '.join(BASELINE_NAMES)}; all; none (default: %(default)s)")
+    parser.add_argument("--offline", action="store_true",
+                        help="inputs and expected outputs from stored safetensors under --cache-dir")
+    parser.add_argument("--cache-dir", default=str(ROOT / offline.CACHE_DIR),
+                        help="where --offline keeps its safetensors (default: %(default)s)")
+    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT_S,
+                        help="wall-clock limit in seconds for the driver, all workloads together (default: %(default)s)")
+    parser.add_argument("--out", default="out/eval", help="folder for the results files (default: %(default)s)")
+    parser.add_argument("--keep-staging", action="store_true",
+                        help="keep the staging dir (deleted by default, §2.1)")
+    return parser
+
+
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict]]:
     """Arguments, the selected (normalized) workloads, `args.baselines` as a list and
     `args.loaded_solution` (the --solution file's object); every bad value is a usage error (exit 2)
     before anything runs."""
-    from evaluation.baselines import BASELINE_NAMES, DEFAULT_BASELINES
+    from evaluation.baselines import BASELINE_NAMES
 
-    parser = OneLineParser(prog="python -m evaluation.cli", description=__doc__.splitlines()[0])
-    parser.add_argument("--solution", default=str(ROOT / "solution.json"))
-    parser.add_argument("--workloads", default=None, help="indices or uuids, comma-separated")
-    parser.add_argument("--rounds", type=int_at_least(1), default=10)
-    parser.add_argument("--warmup", type=int_at_least(0), default=10)
-    parser.add_argument("--iterations", type=int_at_least(1), default=50)
-    parser.add_argument("--baselines", default=",".join(DEFAULT_BASELINES),
-                        help=f"comma list of {', '.join(BASELINE_NAMES)}; all; none (default: %(default)s)")
-    parser.add_argument("--offline", action="store_true", help="inputs/outputs from stored safetensors")
-    parser.add_argument("--cache-dir", default=str(ROOT / offline.CACHE_DIR))
-    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT_S, help="wall-clock limit (s)")
-    parser.add_argument("--out", default="out/eval")
-    parser.add_argument("--keep-staging", action="store_true", help="keep the staging dir (deleted by default, §2.1)")
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     from evaluation.staging import normalize_workload
