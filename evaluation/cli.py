@@ -9,9 +9,9 @@ with `PYTORCH_ALLOC_CONF=expandable_segments:True` (§4.1), parses its trace lin
 `--out`: traces.jsonl, side.jsonl, results.json (rows, geomeans, provenance), table.txt, latency.png.
 A wall-clock limit synthesizes TIMEOUT traces for unfinished workloads; a driver crash synthesizes
 RUNTIME_ERROR ones (the original emits nothing then, §2.4). Exit 0 iff every workload PASSED;
-1 otherwise, or at once without a CUDA GPU; 2 when all passed but a hardening check found something,
-or (argparse) for a usage error: an unknown option, workload or baseline name, a number out of range, a
---solution that cannot be read or staged.
+1 otherwise; 2 when all passed but a hardening check found something, at once without a CUDA GPU
+(bench.gpu.NO_GPU_STATUS, as every GPU tool), or (argparse) for a usage error: an unknown option,
+workload or baseline name, a number out of range, a --solution that cannot be read or staged.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import sys
 import threading
 from pathlib import Path
 
+from bench.gpu import no_gpu
 from evaluation import offline, report
 from evaluation.provenance import git_commit, host_cpu
 from evaluation.staging import (BenchmarkConfig, check_source_paths, folder_refusal, int_at_least, load_solution,
@@ -221,9 +222,6 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-NO_GPU = "needs a CUDA GPU (torch.cuda.is_available() is False); on a CPU-only machine run `python -m pytest`"
-
-
 def build_parser() -> OneLineParser:
     """The command line: every option with its help and its default."""
     from evaluation.baselines import BASELINE_NAMES, DEFAULT_BASELINES
@@ -281,8 +279,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict]]:
 def main(argv: list[str] | None = None) -> int:
     args, workloads = parse_args(argv)
     if not cuda_available():
-        print(f"python -m evaluation.cli: {NO_GPU}", file=sys.stderr)
-        return 1
+        return no_gpu("python -m evaluation.cli")
     solution = args.loaded_solution
     if args.offline:
         for workload in workloads:

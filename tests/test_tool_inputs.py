@@ -3,6 +3,7 @@ to the GPU tools' output options: one line naming what is wrong, no traceback, b
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -110,6 +111,31 @@ def test_gpu_tools_check_their_output_path_but_make_nothing_without_a_gpu(tmp_pa
     if Path("/proc/self").is_dir():  # a folder nobody can write in, root included (os.access says yes to root)
         one_line(run_tool("bench/verify_workloads.py", "--out", "/proc/no_folder/v.json"), "--out", "cannot write")
     assert list(tmp_path.iterdir()) == [tmp_path / "a_file"]
+
+
+# Every tool that needs a CUDA GPU, by module, and the name its one line gives it
+GPU_TOOLS = {"bench.profile_stages": "profile_stages", "bench.real_use": "real_use",
+             "bench.verify_workloads": "verify_workloads", "evaluation.cli": "python -m evaluation.cli"}
+
+
+def test_the_gpu_tools_are_every_tool_that_requires_a_gpu():
+    requiring = {f"bench.{p.stem}" for p in (ROOT / "bench").glob("*.py") if "require_gpu(" in p.read_text()}
+    assert requiring - {"bench.gpu"} == {m for m in GPU_TOOLS if m.startswith("bench.")}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
+@pytest.mark.parametrize("module", GPU_TOOLS)
+def test_every_gpu_tool_stops_with_the_same_status_and_one_line_without_a_gpu(module, tmp_path, capsys):
+    from bench.gpu import NO_GPU_STATUS
+
+    try:
+        status = importlib.import_module(module).main(["--out", str(tmp_path / "out")])
+    except SystemExit as stop:
+        status = stop.code
+    captured = capsys.readouterr()
+    assert status == NO_GPU_STATUS == 2, captured.err
+    assert captured.err == f"{GPU_TOOLS[module]}: needs a CUDA GPU (torch {torch.__version__} sees none)\n"
+    assert not captured.out and list(tmp_path.iterdir()) == []
 
 
 def test_host_profile_paths_are_relative_to_the_repository():
