@@ -146,3 +146,37 @@ def test_host_profile_paths_are_relative_to_the_repository():
     assert _relative_paths(text).splitlines() == [
         "  25  0.001 solution/graph.py:296(launch)", "   1  0.002 <site-packages>/torch/cuda/__init__.py:5(f)",
         "   1  0.003 <python>/functools.py:3(g)", "   3  0.004 {built-in method x}"]
+
+
+# The --check tools: one line on stdout where all is up to date, one line on stderr (exit 1) otherwise
+
+def test_readme_table_check_says_up_to_date_in_one_line(capsys):
+    from bench import readme_table
+
+    assert readme_table.main(["--check"]) == 0
+    assert capsys.readouterr() == ("README.md: performance tables up to date\n", "")
+
+
+def test_readme_table_check_says_out_of_date_in_one_line_with_the_command_that_rewrites(tmp_path, capsys):
+    from bench import readme_table
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    begin, end = text.index(readme_table.BEGIN) + len(readme_table.BEGIN), text.index(readme_table.END)
+    readme = tmp_path / "README.md"
+    readme.write_text(text[:begin] + "\nstale\n" + text[end:], encoding="utf-8")
+    assert readme_table.main(["--readme", str(readme), "--check"]) == 1
+    out, err = capsys.readouterr()
+    assert not out and err == (f"{readme}: performance tables out of date: "
+                               f"run python bench/readme_table.py --readme {readme}\n")
+    assert "stale" in readme.read_text(encoding="utf-8")
+
+
+def test_results_index_check_says_up_to_date_or_not_in_one_line(monkeypatch, capsys):
+    from bench import results_index
+
+    assert results_index.main(["--check"]) == 0
+    assert capsys.readouterr() == ("results/README.md: the cited-in column is up to date\n", "")
+    monkeypatch.setattr(results_index, "updated_index", lambda index, cells: index + "a changed line\n")
+    assert results_index.main(["--check"]) == 1
+    assert capsys.readouterr() == ("", "results/README.md: the cited-in column is out of date: "
+                                       "run python bench/results_index.py\n")
