@@ -113,9 +113,12 @@ def test_gpu_tools_check_their_output_path_but_make_nothing_without_a_gpu(tmp_pa
     assert list(tmp_path.iterdir()) == [tmp_path / "a_file"]
 
 
-# Every tool that needs a CUDA GPU, by module, and the name its one line gives it
-GPU_TOOLS = {"bench.profile_stages": "profile_stages", "bench.real_use": "real_use",
-             "bench.verify_workloads": "verify_workloads", "evaluation.cli": "python -m evaluation.cli"}
+# Every tool that needs a CUDA GPU, by module: the name its one line gives it, and arguments that pass
+# its checks before the GPU check ({tmp}: a fresh folder)
+GPU_TOOLS = {"bench.profile_stages": ("profile_stages", ["--out", "{tmp}/out.json"]),
+             "bench.real_use": ("real_use", ["--out", "{tmp}/out.json"]),
+             "bench.verify_workloads": ("verify_workloads", ["--out", "{tmp}/out.json"]),
+             "evaluation.cli": ("python -m evaluation.cli", ["--out", "{tmp}/out"])}
 
 
 def test_the_gpu_tools_are_every_tool_that_requires_a_gpu():
@@ -128,13 +131,14 @@ def test_the_gpu_tools_are_every_tool_that_requires_a_gpu():
 def test_every_gpu_tool_stops_with_the_same_status_and_one_line_without_a_gpu(module, tmp_path, capsys):
     from bench.gpu import NO_GPU_STATUS
 
+    name, argv = GPU_TOOLS[module]
     try:
-        status = importlib.import_module(module).main(["--out", str(tmp_path / "out")])
+        status = importlib.import_module(module).main([a.format(tmp=tmp_path) for a in argv])
     except SystemExit as stop:
         status = stop.code
     captured = capsys.readouterr()
     assert status == NO_GPU_STATUS == 2, captured.err
-    assert captured.err == f"{GPU_TOOLS[module]}: needs a CUDA GPU (torch {torch.__version__} sees none)\n"
+    assert captured.err == f"{name}: needs a CUDA GPU (torch {torch.__version__} sees none)\n"
     assert not captured.out and list(tmp_path.iterdir()) == []
 
 
