@@ -3,14 +3,16 @@
     python submit.py                     # write solution.json at the repository root
     python submit.py --check             # ... then run it on the stored fixtures
     python submit.py --check --no-write  # check an existing solution.json as it is
+    python submit.py --check --verbose   # ... printing each output's numbers
 
 Format: docs/evaluator.md §1.3 and Appendix A. Every file under the solution dir becomes a source
 (recursively, minus __pycache__ and *.pyc), sorted by path; paths are relative to the package root, the
 solution dir's parent, so the package imports under its own name wherever the file is written:
 `solution/...` for this repository. `--output` says only where the file goes. (Every source carries its
 content, so the official CLI's fallback of reading empty ones next to solution.json, §4.1, never
-applies.) The output is deterministic (no timestamps) and written atomically; a refusal is one line
-per broken rule, with exit status 1.
+applies.) The output is deterministic (no timestamps) and written atomically. What the tool prints
+is one line: what it did (and with --check, the check's verdict) on stdout, or on stderr the failed
+check or the refusal (a line per broken rule); both with exit status 1.
 
 Besides the official rules (`schemas.validate.validate_solution`) packaging refuses, as the hardening of
 §7 recommends: an empty file (the official loader rejects empty content, §1.3; named here by its
@@ -22,7 +24,8 @@ shadows as soon as its own directory lands on sys.path (`python solution/x.py`, 
 `--check` unpacks the file into a temporary staging dir laid out as in §2.1 and, in a subprocess
 whose cwd and sys.path[0] are that dir, imports the entry point as §2.2 step 8 does, then runs it
 destination-passing style on every stored fixture and compares each output with
-`reference.check_output` at `FIXTURE_TOLERANCE`. Without CUDA it runs on the CPU with
+`reference.check_output` at `FIXTURE_TOLERANCE`; its verdict names the first output that failed, or
+what raised (--verbose: every output's numbers, and the traceback). Without CUDA it runs on the CPU with
 TRITON_INTERPRET=1 set in the subprocess environment, before anything imports triton.
 """
 
@@ -235,13 +238,19 @@ from importlib.util import module_from_spec, spec_from_file_location
 spec = spec_from_file_location("_submit", sys.argv[2])
 submit = module_from_spec(spec)
 spec.loader.exec_module(submit)
-sys.exit(submit.check_staged(sys.argv[1]))
+sys.exit(submit.check_staged(sys.argv[1], verbose=sys.argv[3:] == ["--verbose"]))
 """
 
 
-def run_check(solution: dict) -> int:
+class CheckFailed(Exception):
+    """The staged entry point cannot be imported, or it raised; the message says where, in one line."""
+
+
+def run_check(solution: dict, verbose: bool = False) -> tuple[int, str]:
     """Stage `solution` as the official packager does and run `check_staged` there in a subprocess;
-    its exit status."""
+    its exit status and its verdict, one line (its last line of output; where it printed none, the
+    last line it wrote to stderr). With `verbose` the subprocess's other output is passed on: each
+    output's numbers, and the traceback where the solution raised."""
     import torch  # only the check needs torch; packaging stays fast
 
     from evaluation.staging import stage  # the official packager's layout (docs/evaluator.md §2.1)
@@ -253,29 +262,52 @@ def run_check(solution: dict) -> int:
     workloads = [json.loads(line) for line in WORKLOAD_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
     staging = stage(definition, workloads, solution)
     try:
-        command = [sys.executable, "-c", _CHILD_BOOTSTRAP, str(staging), str(Path(__file__).resolve())]
-        status = subprocess.run(command, cwd=staging, env=env).returncode
-        if status:  # the last line says so, whether outputs failed or the solution raised (its traceback above)
-            print(f"submit.py: check FAILED (exit status {status})", file=sys.stderr)
-        return status
+        command = [sys.executable, "-c", _CHILD_BOOTSTRAP, str(staging), str(Path(__file__).resolve()),
+                   *(["--verbose"] if verbose else [])]
+        child = subprocess.run(command, cwd=staging, env=env, capture_output=True, text=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    lines = child.stdout.rstrip("\n").splitlines()
+    if verbose:
+        sys.stdout.write("".join(line + "\n" for line in lines[:-1]))
+        sys.stderr.write(child.stderr)
+    if child.returncode == 0 and lines:
+        return 0, lines[-1]
+    if child.returncode and lines and lines[-1].startswith("FAILED"):
+        return child.returncode, lines[-1]
+    errors = child.stderr.strip().splitlines()
+    return child.returncode or 1, f"FAILED (exit status {child.returncode}): {errors[-1] if errors else 'no output'}"
 
 
 def import_entry_point(entry_point: str, staging: Path):
-    """docs/evaluator.md §2.2 step 8: module = entry file minus `.py`, `/` -> `.`; then getattr."""
+    """docs/evaluator.md §2.2 step 8: module = entry file minus `.py`, `/` -> `.`; then getattr.
+    CheckFailed where the module cannot be imported, comes from elsewhere or lacks the function."""
     file, function = entry_point.split("::")
-    module = importlib.import_module(file.removesuffix(".py").replace("/", "."))
+    try:
+        module = importlib.import_module(file.removesuffix(".py").replace("/", "."))
+    except Exception as exc:  # the solution's own error (SyntaxError, ImportError, ...), named in one line
+        raise CheckFailed(f"entry point {entry_point}: importing {file} raised {_one_line(exc)}") from exc
     origin = Path(module.__file__).resolve()
     if not origin.is_relative_to(staging.resolve()):
-        raise SystemExit(f"entry module {module.__name__} was imported from {origin}, not from the staging dir")
+        raise CheckFailed(f"entry module {module.__name__} was imported from {origin}, not from the staging dir")
     if not callable(getattr(module, function, None)):
-        raise SystemExit(f"entry point {entry_point}: {file} has no function {function!r}")
+        raise CheckFailed(f"entry point {entry_point}: {file} has no function {function!r}")
     return getattr(module, function)
 
 
-def check_staged(staging: str) -> int:
-    """In the subprocess: run the staged entry point on every fixture; 0 if every output passes."""
+def _one_line(exc: BaseException) -> str:
+    """An exception as `Type: the first line of its message`."""
+    message = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {message[0]}" if message else type(exc).__name__
+
+
+def check_staged(staging: str, verbose: bool = False) -> int:
+    """In the subprocess: run the staged entry point on every fixture; 0 if every output passes.
+    The last line printed is the verdict: PASSED or FAILED, on which device, and on failure the
+    first output that failed or what raised. With `verbose`, a line per output before it (and the
+    traceback, on stderr, where the solution raised)."""
+    import traceback
+
     import torch
 
     from reference import DEFINITION, OUTPUT_NAMES, check_output, output_shapes
@@ -283,27 +315,41 @@ def check_staged(staging: str) -> int:
 
     staging = Path(staging)
     solution = json.loads((staging / "solution.json").read_text(encoding="utf-8"))
-    fn = import_entry_point(solution["spec"]["entry_point"], staging)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    failures = 0
-    for path in fixture_paths():
-        fixture = load_fixture(path, device)
-        shapes = output_shapes(fixture.batch_size, fixture.seq_len)
-        outputs = [
-            torch.zeros(shapes[name], dtype=getattr(torch, DEFINITION["outputs"][name]["dtype"]), device=device)
-            for name in OUTPUT_NAMES
-        ]
-        fn(*fixture.inputs, *outputs)
-        for name, out in zip(OUTPUT_NAMES, outputs):
-            verdict = check_output(out, fixture.expected[name], FIXTURE_TOLERANCE)
-            failures += not verdict.passed
-            status = "ok" if verdict.passed else f"FAIL ({verdict.reason})"
-            print(
-                f"{fixture.name} {name}: matched {verdict.matched:.4%}, worst ratio {verdict.worst_ratio:.3g} {status}",
-                flush=True,
-            )
-    print(f"check on {device.type}: {'PASSED' if failures == 0 else f'{failures} output(s) FAILED'}")
-    return 1 if failures else 0
+    fixtures, checked, failed = fixture_paths(), 0, []
+    try:
+        fn = import_entry_point(solution["spec"]["entry_point"], staging)
+        for path in fixtures:
+            fixture = load_fixture(path, device)
+            shapes = output_shapes(fixture.batch_size, fixture.seq_len)
+            outputs = [
+                torch.zeros(shapes[name], dtype=getattr(torch, DEFINITION["outputs"][name]["dtype"]), device=device)
+                for name in OUTPUT_NAMES
+            ]
+            try:
+                fn(*fixture.inputs, *outputs)
+            except Exception as exc:
+                raise CheckFailed(f"{fixture.name}: the entry point raised {_one_line(exc)}") from exc
+            for name, out in zip(OUTPUT_NAMES, outputs):
+                verdict = check_output(out, fixture.expected[name], FIXTURE_TOLERANCE)
+                numbers = f"matched {verdict.matched:.4%}, worst ratio {verdict.worst_ratio:.3g}"
+                checked += 1
+                if not verdict.passed:
+                    failed.append(f"{fixture.name} {name} ({verdict.reason}; worst ratio {verdict.worst_ratio:.3g})")
+                if verbose:
+                    status = "ok" if verdict.passed else f"FAIL ({verdict.reason})"
+                    print(f"{fixture.name} {name}: {numbers} {status}", flush=True)
+    except CheckFailed as exc:
+        if verbose and exc.__cause__ is not None:
+            traceback.print_exception(exc.__cause__)
+        print(f"FAILED on {device.type}: {exc}")
+        return 1
+    if failed:
+        print(f"FAILED on {device.type}: {len(failed)} of {checked} outputs, first {failed[0]}"
+              + ("" if verbose else "; --verbose shows every output"))
+        return 1
+    print(f"PASSED on {device.type}: all {checked} outputs of {len(fixtures)} fixtures")
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -324,25 +370,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-write", action="store_true", help="do not package; validate (and with --check, check) --output as it is"
     )
+    parser.add_argument(
+        "--verbose", action="store_true", help="with --check, also print each output's numbers (and a traceback)"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """One line: on stdout what was done (and with --check, the check's verdict) where all went well;
+    on stderr the refusal or the failed check otherwise (a refusal: a line per broken rule)."""
     args = parse_args(argv)
     try:
         if args.no_write:
             solution = load_solution(args.output)
-            print(f"{args.output}: valid (the schema and the packaging rules; --check runs it)", flush=True)
+            done = f"{args.output}: valid (the schema and the packaging rules"
+            done += ")" if args.check else "; --check runs it)"
         else:
             solution = build_solution(args.solution_dir)
             check_solution(solution)
             write_atomically(args.output, render(solution))
-            print(f"wrote {args.output} ({len(solution['sources'])} sources)", flush=True)
+            done = f"wrote {args.output} ({len(solution['sources'])} sources)"
     except Refused as exc:
         for problem in str(exc).splitlines():
             print(f"submit.py: refused: {problem}", file=sys.stderr)
         return 1
-    return run_check(solution) if args.check else 0
+    if not args.check:
+        print(done)
+        return 0
+    status, verdict = run_check(solution, verbose=args.verbose)
+    if status:
+        print(f"submit.py: check {verdict}", file=sys.stderr)
+    else:
+        print(f"{done}; check {verdict}")
+    return status
 
 
 if __name__ == "__main__":

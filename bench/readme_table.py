@@ -1,7 +1,7 @@
 """Write the README's performance tables from results files (never typed by hand).
 
     python bench/readme_table.py                      # RESULTS_FILE and REAL_USE_FILE -> README.md
-    python bench/readme_table.py --check              # exit 1 if README.md is out of date
+    python bench/readme_table.py --check              # one line: up to date, or out of date (exit 1)
     python bench/readme_table.py --results FILE       # another evaluator results file
     python bench/readme_table.py --real-use FILE      # another bench/real_use.py results file
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -236,9 +237,13 @@ def main(argv=None) -> int:
         print(f"readme_table: {e}", file=sys.stderr)
         return 2
     if args.check:
+        shown = _shown_path(args.readme)
         if new != current:
-            print(f"{args.readme} is out of date: run python bench/readme_table.py", file=sys.stderr)
+            rewrite = shlex.join(["python", "bench/readme_table.py",
+                                  *(a for a in (sys.argv[1:] if argv is None else argv) if a != "--check")])
+            print(f"{shown}: performance tables out of date: run {rewrite}", file=sys.stderr)
             return 1
+        print(f"{shown}: performance tables up to date")
         return 0
     if new != current:
         args.readme.write_text(new, encoding="utf-8")

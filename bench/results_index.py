@@ -1,7 +1,7 @@
 """Write the "cited in" column of results/README.md from the files that name each result (never by hand).
 
     python bench/results_index.py            # rewrite the column in results/README.md
-    python bench/results_index.py --check    # exit 1 if the column is out of date
+    python bench/results_index.py --check    # one line: up to date, or out of date (exit 1)
 
 A results file is cited where its name appears (with or without `results/` before it, or matched by
 a `results/` name pattern with a `*` in it) in README.md,
@@ -113,13 +113,14 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="only check that the column is up to date")
     args = parser.parse_args(argv)
     path = ROOT / "results" / "README.md"
+    shown = path.relative_to(ROOT).as_posix()
     current = path.read_text(encoding="utf-8")
     new = updated_index(current, cited_in(ROOT))
     if args.check:
         if new != current:
-            print(f"{path.relative_to(ROOT)}: the cited-in column is out of date: run python bench/results_index.py",
-                  file=sys.stderr)
+            print(f"{shown}: the cited-in column is out of date: run python bench/results_index.py", file=sys.stderr)
             return 1
+        print(f"{shown}: the cited-in column is up to date")
         return 0
     path.write_text(new, encoding="utf-8")
     return 0

@@ -9,9 +9,9 @@ with `PYTORCH_ALLOC_CONF=expandable_segments:True` (§4.1), parses its trace lin
 `--out`: traces.jsonl, side.jsonl, results.json (rows, geomeans, provenance), table.txt, latency.png.
 A wall-clock limit synthesizes TIMEOUT traces for unfinished workloads; a driver crash synthesizes
 RUNTIME_ERROR ones (the original emits nothing then, §2.4). Exit 0 iff every workload PASSED;
-1 otherwise, or at once without a CUDA GPU; 2 when all passed but a hardening check found something,
-or (argparse) for a usage error: an unknown option, workload or baseline name, a number out of range, a
---solution that cannot be read or staged.
+1 otherwise; 2 when all passed but a hardening check found something, at once without a CUDA GPU
+(bench.gpu.NO_GPU_STATUS, as every GPU tool), or (argparse) for a usage error: an unknown option,
+workload or baseline name, a number out of range, a --solution that cannot be read or staged.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import sys
 import threading
 from pathlib import Path
 
+from bench.gpu import no_gpu
 from evaluation import offline, report
 from evaluation.provenance import git_commit, host_cpu
 from evaluation.staging import (BenchmarkConfig, check_source_paths, folder_refusal, int_at_least, load_solution,
@@ -221,28 +222,42 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-NO_GPU = "needs a CUDA GPU (torch.cuda.is_available() is False); on a CPU-only machine run `python -m pytest`"
+def build_parser() -> OneLineParser:
+    """The command line: every option with its help and its default."""
+    from evaluation.baselines import BASELINE_NAMES, DEFAULT_BASELINES
+
+    parser = OneLineParser(prog="python -m evaluation.cli", description=__doc__.splitlines()[0])
+    parser.add_argument("--solution", default=str(ROOT / "solution.json"),
+                        help="the solution.json to evaluate (default: %(default)s)")
+    parser.add_argument("--workloads", default=None,
+                        help="workload indices (file order) or uuids, comma-separated (default: all)")
+    parser.add_argument("--rounds", type=int_at_least(1), default=10,
+                        help="correctness rounds per workload, each on fresh inputs (default: %(default)s)")
+    parser.add_argument("--warmup", type=int_at_least(0), default=10,
+                        help="untimed calls before the timed ones (default: %(default)s)")
+    parser.add_argument("--iterations", type=int_at_least(1), default=50,
+                        help="timed calls per workload; the latency is their median (default: %(default)s)")
+    parser.add_argument("--baselines", default=",".join(DEFAULT_BASELINES),
+                        help=f"comma list of {', '.join(BASELINE_NAMES)}; all; none (default: %(default)s)")
+    parser.add_argument("--offline", action="store_true",
+                        help="inputs and expected outputs from stored safetensors under --cache-dir")
+    parser.add_argument("--cache-dir", default=str(ROOT / offline.CACHE_DIR),
+                        help="where --offline keeps its safetensors (default: %(default)s)")
+    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT_S,
+                        help="wall-clock limit in seconds for the driver, all workloads together (default: %(default)s)")
+    parser.add_argument("--out", default="out/eval", help="folder for the results files (default: %(default)s)")
+    parser.add_argument("--keep-staging", action="store_true",
+                        help="keep the staging dir (deleted by default, §2.1)")
+    return parser
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict]]:
     """Arguments, the selected (normalized) workloads, `args.baselines` as a list and
     `args.loaded_solution` (the --solution file's object); every bad value is a usage error (exit 2)
     before anything runs."""
-    from evaluation.baselines import BASELINE_NAMES, DEFAULT_BASELINES
+    from evaluation.baselines import BASELINE_NAMES
 
-    parser = OneLineParser(prog="python -m evaluation.cli", description=__doc__.splitlines()[0])
-    parser.add_argument("--solution", default=str(ROOT / "solution.json"))
-    parser.add_argument("--workloads", default=None, help="indices or uuids, comma-separated")
-    parser.add_argument("--rounds", type=int_at_least(1), default=10)
-    parser.add_argument("--warmup", type=int_at_least(0), default=10)
-    parser.add_argument("--iterations", type=int_at_least(1), default=50)
-    parser.add_argument("--baselines", default=",".join(DEFAULT_BASELINES),
-                        help=f"comma list of {', '.join(BASELINE_NAMES)}; all; none (default: %(default)s)")
-    parser.add_argument("--offline", action="store_true", help="inputs/outputs from stored safetensors")
-    parser.add_argument("--cache-dir", default=str(ROOT / offline.CACHE_DIR))
-    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT_S, help="wall-clock limit (s)")
-    parser.add_argument("--out", default="out/eval")
-    parser.add_argument("--keep-staging", action="store_true", help="keep the staging dir (deleted by default, §2.1)")
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     from evaluation.staging import normalize_workload
@@ -264,8 +279,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict]]:
 def main(argv: list[str] | None = None) -> int:
     args, workloads = parse_args(argv)
     if not cuda_available():
-        print(f"python -m evaluation.cli: {NO_GPU}", file=sys.stderr)
-        return 1
+        return no_gpu("python -m evaluation.cli")
     solution = args.loaded_solution
     if args.offline:
         for workload in workloads:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache, reduce
 from operator import add, attrgetter, itemgetter, le, or_
@@ -39,6 +40,7 @@ OUTPUT_SHAPES = {
     "grad_ln_bias": ("H",),
 }
 TENSOR_NAMES = (*INPUT_SHAPES, *OUTPUT_SHAPES)  # run's tensor arguments, in definition order (eps aside)
+_SYMBOLIC_SHAPES = {**INPUT_SHAPES, **OUTPUT_SHAPES}  # each tensor argument's shape, by name
 MIN_SIZE = 256  # the smallest H and I the kernels' tiles cover (the widest are 256 columns)
 TMA_ALIGNMENT = 16  # bytes: a TMA descriptor's base address must be a multiple
 LAYOUTS_KEPT = 64  # shapes and devices whose layout is kept (the official workloads have 16)
@@ -57,16 +59,22 @@ def _is_power_of_two(n: int) -> bool:
 
 
 def _check_tensor(name: str, t: object, expected: tuple, device: torch.device) -> None:
+    """Raise, naming `name`, unless `t` is a contiguous fp32 tensor of shape `expected` on `device`."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     if t.dtype != torch.float32:
         raise TypeError(f"{name}: expected dtype torch.float32, got {t.dtype}")
     if t.device != device:
-        raise ValueError(f"{name}: on {t.device}, but grad_output is on {device}")
-    if tuple(t.shape) != tuple(expected):
-        raise ValueError(f"{name}: expected shape {tuple(expected)}, got {tuple(t.shape)}")
+        raise ValueError(f"{name}: on {t.device}, but most of the tensors are on {device}")
+    if tuple(t.shape) != expected:
+        raise ValueError(f"{name}: expected shape {_shape_text(expected)}, got {tuple(t.shape)}")
     if not t.is_contiguous():
         raise ValueError(f"{name}: must be contiguous (row-major); got strides {t.stride()}")
+
+
+def _shape_text(shape: tuple) -> str:
+    """A shape as Python writes a tuple, a size no tensor gave shown by its letter: (1, 4, H)."""
+    return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
 
 
 # Whether the kernels run under Triton's interpreter: triton.jit decides it when the kernels are
@@ -163,25 +171,42 @@ def check_arguments(tensors: tuple, eps: object) -> tuple[Dims, tuple[int, ...],
 
 
 def _checked_layout(tensors: tuple) -> _Layout:
-    """The layout that grad_output's (batch, seq, hidden) and fc1_weight's intermediate size imply,
-    each tensor checked against it one by one (raising, naming the first that is wrong)."""
-    grad_output, fc1_weight = tensors[0], tensors[2]
-    if not isinstance(grad_output, torch.Tensor) or grad_output.dim() != 3:
-        raise ValueError("grad_output: expected a 3-D tensor (batch_size, seq_len, hidden_size)")
-    if not isinstance(fc1_weight, torch.Tensor) or fc1_weight.dim() != 2:
-        raise ValueError("fc1_weight: expected a 2-D tensor (intermediate_size, hidden_size)")
-    (b, s, h), i = grad_output.shape, fc1_weight.shape[0]
-    device_index = grad_output.get_device()  # -1: not on a CUDA device
-    if device_index < 0:
-        _check_device(grad_output.device)
-    layout = _layout(b, s, h, i, device_index)
-    for name, t, expected in zip(TENSOR_NAMES, tensors, layout.shapes):
-        _check_tensor(name, t, expected, layout.dims.device)
+    """The layout the arguments agree on, each tensor checked against it in definition order
+    (raising, naming the first that is wrong), then the device and the sizes checked.
+
+    Each size (B, S, H, I) is the value that most of the tensors carrying it have, and the device
+    the one most tensors are on (a tie goes to the value met first in definition order): one tensor
+    that disagrees with the others is the one named, wherever it sits in the argument list."""
+    sizes, device = _agreed_sizes_and_device(tensors)
+    for name, t in zip(TENSOR_NAMES, tensors):
+        _check_tensor(name, t, tuple(sizes.get(d, d) for d in _SYMBOLIC_SHAPES[name]), device)
+    _check_device(device)
+    device_index = device.index if device.type == "cuda" else -1
+    layout = _layout(sizes["B"], sizes["S"], sizes["H"], sizes["I"], device_index)
     if device_index >= 0:  # the fast path serves CUDA tensors only (get_device is -1 for any CPU or meta tensor)
         if len(_layouts) >= LAYOUTS_KEPT:
             _layouts.clear()
         _layouts[(layout.shapes[0], layout.shapes[2], device_index)] = layout
     return layout
+
+
+def _agreed_sizes_and_device(tensors: tuple) -> tuple[dict[str, int], torch.device | None]:
+    """Each symbolic size's most common value among the tensors of the right rank that carry it,
+    and the most common device among the tensors (ties: the first met, in definition order). A
+    size no tensor gives is absent; the device is None where no argument is a tensor."""
+    votes: dict[str, Counter] = {}
+    devices: Counter = Counter()
+    for name, t in zip(TENSOR_NAMES, tensors):
+        if not isinstance(t, torch.Tensor):
+            continue
+        devices[t.device] += 1
+        symbolic = _SYMBOLIC_SHAPES[name]
+        if t.dim() == len(symbolic):
+            for symbol, size in zip(symbolic, t.shape):
+                if isinstance(symbol, str):
+                    votes.setdefault(symbol, Counter())[size] += 1
+    sizes = {symbol: counts.most_common(1)[0][0] for symbol, counts in votes.items()}
+    return sizes, devices.most_common(1)[0][0] if devices else None
 
 
 def _check_eps(eps: object) -> None:
@@ -209,8 +234,7 @@ def _layout(b: int, s: int, h: int, i: int, device_index: int) -> _Layout:
                          f"{MIN_SIZE} <= hidden <= intermediate")
     device = torch.device("cpu") if device_index < 0 else torch.device("cuda", device_index)
     sizes = {"B": b, "S": s, "H": h, "I": i}
-    symbolic = {**INPUT_SHAPES, **OUTPUT_SHAPES}
-    shapes = tuple(torch.Size(sizes[d] if isinstance(d, str) else d for d in symbolic[name]) for name in TENSOR_NAMES)
+    shapes = tuple(torch.Size(sizes.get(d, d) for d in _SYMBOLIC_SHAPES[name]) for name in TENSOR_NAMES)
     return _Layout(dims=Dims(tokens=b * s, hidden=h, intermediate=i, device=device), shapes=shapes,
                    nbytes=tuple(4 * math.prod(shape) for shape in shapes),
                    device_indices=(device_index,) * len(TENSOR_NAMES))

@@ -6,6 +6,7 @@ name."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -187,3 +188,82 @@ def test_cpu_tensors_need_the_interpreter_chosen_before_import():
                             capture_output=True, text=True, timeout=300)
     assert "the kernels need a CUDA device" in result.stdout and "before the solution is imported" in result.stdout, (
         result.stdout + result.stderr)
+
+
+
+# The per-tensor checks take each size (B, S, H, I) and the device from what most tensors agree on,
+# so the one tensor that disagrees is named, wherever it sits (not the first tensor that gives a size).
+
+SYMBOLIC = {**arguments.INPUT_SHAPES, **arguments.OUTPUT_SHAPES}
+
+
+def _resized(tensors: list, name: str, symbol: str, size: int) -> None:
+    """`name`'s tensor replaced by a zero one whose `symbol` dimension is `size`."""
+    shape = [size if d == symbol else n for d, n in zip(SYMBOLIC[name], tensors[_at(name)].shape)]
+    tensors[_at(name)] = torch.zeros(shape)
+
+
+@pytest.mark.parametrize("name, symbol, size, got", [
+    ("grad_output", "H", 256, "(1, 4, 256)"),
+    ("hidden_states", "H", 1024, "(1, 4, 1024)"),
+    ("fc1_weight", "I", 1024, "(1024, 512)"),
+    ("gelu_output", "S", 8, "(1, 8, 2048)"),
+    ("var", "B", 2, "(2, 4, 1)"),
+    ("grad_fc2_weight", "H", 256, "(256, 2048)"),
+    ("grad_ln_bias", "H", 256, "(256,)"),
+])
+def test_the_odd_tensor_out_is_named(name, symbol, size, got):
+    tensors, eps = _arguments()
+    expected = arguments._shape_text(tuple(tensors[_at(name)].shape))
+    _resized(tensors, name, symbol, size)
+    with pytest.raises(ValueError, match=rf"^{name}: expected shape {re.escape(expected)}, got {re.escape(got)}$"):
+        check_arguments(tuple(tensors), eps)
+
+
+def test_a_tensor_of_the_wrong_rank_is_named_with_the_shape_the_others_imply():
+    tensors, eps = _arguments()
+    tensors[0] = tensors[0][0]
+    with pytest.raises(ValueError, match=r"^grad_output: expected shape \(1, 4, 512\), got \(4, 512\)$"):
+        check_arguments(tuple(tensors), eps)
+
+
+@pytest.mark.parametrize("name", ["grad_output", "fc1_weight", "ln_weight"])
+def test_a_numpy_array_is_refused_by_name(name):
+    tensors, eps = _arguments()
+    tensors[_at(name)] = tensors[_at(name)].numpy()
+    with pytest.raises(TypeError, match=rf"^{name}: expected a torch.Tensor, got ndarray$"):
+        check_arguments(tuple(tensors), eps)
+
+
+def test_the_odd_device_out_is_named():
+    tensors, eps = _arguments()
+    tensors[0] = tensors[0].to("meta")
+    with pytest.raises(ValueError, match="^grad_output: on meta, but most of the tensors are on cpu$"):
+        check_arguments(tuple(tensors), eps)
+
+
+def test_a_size_every_tensor_agrees_on_still_follows_the_size_rule():
+    """Agreement is not enough: the hidden size must still be a power of two."""
+    tensors, eps = _arguments()
+    for name in TENSOR_NAMES:
+        if "H" in SYMBOLIC[name]:
+            _resized(tensors, name, "H", 384)
+    with pytest.raises(ValueError, match="^hidden_size 384 and intermediate_size 2048: need powers of two"):
+        check_arguments(tuple(tensors), eps)
+
+
+def test_run_is_importable_from_the_package_without_importing_the_kernels_first():
+    """`from solution import run` is solution.ffn_backward.run; `import solution` alone imports no
+    kernel module (nor triton), so the interpreter can still be chosen after it."""
+    import subprocess
+    import sys
+
+    from reference.problem import ROOT
+
+    script = ("import sys, solution\n"
+              "assert 'triton' not in sys.modules and 'solution.ffn_backward' not in sys.modules\n"
+              "from solution import run\n"
+              "from solution.ffn_backward import run as entry\n"
+              "assert run is entry\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr

@@ -111,3 +111,21 @@ def test_driver_refuses_bad_paths_in_one_line(tmp_path, staging, side, message):
                             env={**os.environ, "PYTHONPATH": str(ROOT)})  # -P: the cwd is not on sys.path
     assert result.returncode == 2 and "Traceback" not in result.stderr and not result.stdout, result
     assert message in result.stderr.strip().splitlines()[-1], result.stderr
+
+
+def test_help_describes_every_option_with_its_default(cli, capsys):
+    """--help: usage on stdout, exit 0, nothing run; every option has a help line that gives its
+    default, unless it is a flag (an option that takes no value)."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    assert exit_info.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())  # argparse wraps lines (and breaks at hyphens)
+    parser = cli.build_parser()
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        if action.dest == "help":
+            continue
+        text = formatter._expand_help(action) if action.help else ""
+        assert text, f"{action.option_strings[0]} has no help"
+        assert action.nargs == 0 or "(default: " in text, f"{action.option_strings[0]}: {text!r} gives no default"
+        assert action.option_strings[0] in shown

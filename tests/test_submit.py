@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -166,23 +167,37 @@ def test_refuses_missing_entry_file(tmp_path):
     assert refusal(result.stderr).startswith("spec.entry_point: entry file 'sol/ffn_backward.py' is not one of")
 
 
-def test_check_passes_with_the_reference_solution(tmp_path):
-    result = submit(make_solution(tmp_path / "sol"), tmp_path / "solution.json", "--check")
-    assert result.returncode == 0, result.stdout + result.stderr
-    lines = [line for line in result.stdout.splitlines() if " ok" in line]
-    assert len(lines) == 2 * 7  # two fixtures, seven outputs
-    assert "PASSED" in result.stdout
+def test_check_passes_with_the_reference_solution_in_one_line(tmp_path):
+    output = tmp_path / "solution.json"
+    result = submit(make_solution(tmp_path / "sol"), output, "--check")
+    assert result.returncode == 0 and not result.stderr, result.stdout + result.stderr
+    assert re.fullmatch(rf"wrote {re.escape(str(output))} \(2 sources\); check PASSED on (cpu|cuda): "
+                        r"all 14 outputs of 2 fixtures\n", result.stdout), result.stdout  # two fixtures, seven outputs
 
 
-def test_check_fails_with_wrong_values(tmp_path):
-    """Also the `--no-write` path: the file is written first, then checked as it is."""
+def test_check_fails_with_wrong_values_in_one_line(tmp_path):
+    """Also the `--no-write` path: the file is written first, then checked as it is; --verbose adds
+    a line per output."""
     solution_dir = make_solution(tmp_path / "sol", offset=" + 1.0")
     output = tmp_path / "solution.json"
     assert submit(solution_dir, output).returncode == 0
     result = submit(solution_dir, output, "--check", "--no-write")
-    assert result.returncode != 0
-    assert "grad_hidden_states: matched" in result.stdout and "FAIL" in result.stdout, result.stdout + result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith("submit.py: check FAILED"), result.stderr
+    assert result.returncode == 1 and not result.stdout, result.stdout + result.stderr
+    assert re.fullmatch(r"submit.py: check FAILED on (cpu|cuda): 14 of 14 outputs, first B1_S1 grad_hidden_states "
+                        r"\(matched .*; --verbose shows every output\n", result.stderr), result.stderr
+    verbose = submit(solution_dir, output, "--check", "--no-write", "--verbose")
+    assert verbose.returncode == 1
+    assert len([line for line in verbose.stdout.splitlines() if line.endswith("< 99%)")]) == 14, verbose.stdout
+    assert verbose.stderr.splitlines()[-1].startswith("submit.py: check FAILED"), verbose.stderr
+
+
+def test_check_names_what_the_solution_raised_in_one_line(tmp_path):
+    solution_dir = make_solution(tmp_path / "sol")
+    (solution_dir / "ffn_backward.py").write_text('def run(*args):\n    raise ValueError("grad_output: bad\\nmore")\n')
+    result = submit(solution_dir, tmp_path / "solution.json", "--check")
+    assert result.returncode == 1 and not result.stdout, result.stdout + result.stderr
+    assert re.fullmatch(r"submit.py: check FAILED on (cpu|cuda): B1_S1: the entry point raised "
+                        r"ValueError: grad_output: bad\n", result.stderr), result.stderr
 
 
 def test_check_names_a_missing_entry_function_in_one_line(tmp_path):
@@ -194,8 +209,9 @@ def test_check_names_a_missing_entry_function_in_one_line(tmp_path):
     packaged["spec"]["entry_point"] = packaged["spec"]["entry_point"].split("::")[0] + "::nope"
     output.write_text(json.dumps(packaged))
     result = submit(solution_dir, output, "--check", "--no-write")
-    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
-    assert "has no function 'nope'" in result.stderr and "check FAILED" in result.stderr.splitlines()[-1]
+    assert result.returncode != 0 and not result.stdout, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "check FAILED" in lines[0] and "has no function 'nope'" in lines[0], result.stderr
 
 
 def test_refuses_a_file_that_is_not_utf8(tmp_path):

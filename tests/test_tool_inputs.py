@@ -3,6 +3,7 @@ to the GPU tools' output options: one line naming what is wrong, no traceback, b
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -112,6 +113,35 @@ def test_gpu_tools_check_their_output_path_but_make_nothing_without_a_gpu(tmp_pa
     assert list(tmp_path.iterdir()) == [tmp_path / "a_file"]
 
 
+# Every tool that needs a CUDA GPU, by module: the name its one line gives it, and arguments that pass
+# its checks before the GPU check ({tmp}: a fresh folder)
+GPU_TOOLS = {"bench.profile_stages": ("profile_stages", ["--out", "{tmp}/out.json"]),
+             "bench.real_use": ("real_use", ["--out", "{tmp}/out.json"]),
+             "bench.verify_workloads": ("verify_workloads", ["--out", "{tmp}/out.json"]),
+             "evaluation.cli": ("python -m evaluation.cli", ["--out", "{tmp}/out"])}
+
+
+def test_the_gpu_tools_are_every_tool_that_requires_a_gpu():
+    requiring = {f"bench.{p.stem}" for p in (ROOT / "bench").glob("*.py") if "require_gpu(" in p.read_text()}
+    assert requiring - {"bench.gpu"} == {m for m in GPU_TOOLS if m.startswith("bench.")}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
+@pytest.mark.parametrize("module", GPU_TOOLS)
+def test_every_gpu_tool_stops_with_the_same_status_and_one_line_without_a_gpu(module, tmp_path, capsys):
+    from bench.gpu import NO_GPU_STATUS
+
+    name, argv = GPU_TOOLS[module]
+    try:
+        status = importlib.import_module(module).main([a.format(tmp=tmp_path) for a in argv])
+    except SystemExit as stop:
+        status = stop.code
+    captured = capsys.readouterr()
+    assert status == NO_GPU_STATUS == 2, captured.err
+    assert captured.err == f"{name}: needs a CUDA GPU (torch {torch.__version__} sees none)\n"
+    assert not captured.out and list(tmp_path.iterdir()) == []
+
+
 def test_host_profile_paths_are_relative_to_the_repository():
     from bench.real_use import _relative_paths
     text = (f"  25  0.001 {ROOT}/solution/graph.py:296(launch)\n"
@@ -120,3 +150,37 @@ def test_host_profile_paths_are_relative_to_the_repository():
     assert _relative_paths(text).splitlines() == [
         "  25  0.001 solution/graph.py:296(launch)", "   1  0.002 <site-packages>/torch/cuda/__init__.py:5(f)",
         "   1  0.003 <python>/functools.py:3(g)", "   3  0.004 {built-in method x}"]
+
+
+# The --check tools: one line on stdout where all is up to date, one line on stderr (exit 1) otherwise
+
+def test_readme_table_check_says_up_to_date_in_one_line(capsys):
+    from bench import readme_table
+
+    assert readme_table.main(["--check"]) == 0
+    assert capsys.readouterr() == ("README.md: performance tables up to date\n", "")
+
+
+def test_readme_table_check_says_out_of_date_in_one_line_with_the_command_that_rewrites(tmp_path, capsys):
+    from bench import readme_table
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    begin, end = text.index(readme_table.BEGIN) + len(readme_table.BEGIN), text.index(readme_table.END)
+    readme = tmp_path / "README.md"
+    readme.write_text(text[:begin] + "\nstale\n" + text[end:], encoding="utf-8")
+    assert readme_table.main(["--readme", str(readme), "--check"]) == 1
+    out, err = capsys.readouterr()
+    assert not out and err == (f"{readme}: performance tables out of date: "
+                               f"run python bench/readme_table.py --readme {readme}\n")
+    assert "stale" in readme.read_text(encoding="utf-8")
+
+
+def test_results_index_check_says_up_to_date_or_not_in_one_line(monkeypatch, capsys):
+    from bench import results_index
+
+    assert results_index.main(["--check"]) == 0
+    assert capsys.readouterr() == ("results/README.md: the cited-in column is up to date\n", "")
+    monkeypatch.setattr(results_index, "updated_index", lambda index, cells: index + "a changed line\n")
+    assert results_index.main(["--check"]) == 1
+    assert capsys.readouterr() == ("", "results/README.md: the cited-in column is out of date: "
+                                       "run python bench/results_index.py\n")
