@@ -19,7 +19,7 @@ pays the host time of the call. Per workload:
     those calls;
   - gpu_us: the official-style GPU latency of the same call (evaluation.timer: CUPTI spans, cold L2,
     shifting addresses, median of 50);
-  - target_wall_us = 1.1 x gpu_us + 10 and target_host_us = 40 (issue 15), with pass/fail;
+  - target_wall_us = 1.1 x gpu_us + 10 and target_host_us = 40 (the goals), with pass/fail;
   - how busy the host itself was while these were measured, so that a slow spell of a shared host
     can be told from a slower package: reference_us and reference_after_us, the median time of a
     fixed pure-Python task that touches no GPU (HostReference; the same on every commit, so it

@@ -5,7 +5,7 @@
 
 A results file is cited where its name appears (with or without `results/` before it, or matched by
 a `results/` name pattern with a `*` in it) in README.md,
-PERFORMANCE.md, or a .md or .py file under docs/, solution/, bench/ or evaluation/; or in another
+CHANGELOG.md, or a .md or .py file under docs/, solution/, bench/ or evaluation/; or in another
 file's line of results/README.md. The cell names each citing file in that order: a Markdown
 document with the headings its mentions sit under (each heading cut at its first ": ", " — " or
 " ("), results/README.md with the files whose lines name it, a source file by its path alone. A
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from reference.problem import ROOT
 
-CITING_FILES = ("README.md", "PERFORMANCE.md")
+CITING_FILES = ("README.md", "CHANGELOG.md")
 CITING_DIRS = ("docs", "solution", "bench", "evaluation")
 CITING_SUFFIXES = (".md", ".py")
 # `results/<name>.<ext>`; a placeholder such as `results/eval_<commit>.json` names no file and does not match.

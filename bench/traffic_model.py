@@ -79,7 +79,7 @@ class Fp16Copies:
     stage 3 (gelu_beside_stage3: sm_90 from 2049 tokens to its plan's stage4_reads_fp32_from)."""
 
     gelu_in_stage2_from: int
-    gelu_beside_stage3: bool = False  # gelu_output's copy its own launch beside stage 3 (v26 on, Hopper)
+    gelu_beside_stage3: bool = False  # gelu_output's copy its own launch beside stage 3 (Hopper)
 
 
 MAIN_COPIES = Fp16Copies(gelu_in_stage2_from=16384)  # main's plan before the hybrid stage 4
@@ -280,7 +280,7 @@ class Efficiency:
 
 
 # Fitted at 131072 tokens (per-kernel CUPTI medians, the latency below subtracted, TFLOP/s scaled to
-# full waves); the mid sizes (2984-17312 tokens) are the check, not the fit (docs/traffic_model.md).
+# full waves); the mid sizes (2984-17312 tokens) are the check, not the fit (docs/performance.md).
 # All measured with the fp16 copies (Fp16Copies): stage 4's rate is that of the kernel reading them;
 # the fp32-reading stage 4 is not measured in the pipeline (STAGE4_FP32_PROTOTYPE_TFLOPS below: an
 # isolated prototype's).
@@ -452,8 +452,8 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
         elif f.name == "layernorm":
             value = tuple((limit, configs.LayerNormConfig(**_known_fields(configs.LayerNormConfig, c))) for limit, c in value)
         known[f.name] = value
-    known.setdefault("gelu_copy_beside_stage3", ((configs.ANY_TOKENS, 0),))  # in stage 1 before v26
-    if "column_sums" not in known and "sum_block_r" in record:  # the plan's one column-sum field before v26
+    known.setdefault("gelu_copy_beside_stage3", ((configs.ANY_TOKENS, 0),))  # in stage 1 in older records
+    if "column_sums" not in known and "sum_block_r" in record:  # the plan's one column-sum field in older records
         known["column_sums"] = dataclasses.replace(default.column_sums, block_r=record["sum_block_r"])
     if "layernorm" not in known and "layernorm_block_m" in record:  # one setting for every size
         old = OLD_LAYERNORM_DEFAULTS | {new: record[name] for name, new in OLD_LAYERNORM_FIELDS.items() if name in record}

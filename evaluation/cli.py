@@ -132,7 +132,7 @@ def _command_output(command: list[str], cwd: Path | None = None) -> str | None:
         return None
 
 
-def provenance(traces: list[dict], timer: str) -> dict:
+def provenance(traces: list[dict], timer: str, baselines: list[str]) -> dict:
     import torch
 
     try:
@@ -153,7 +153,8 @@ def provenance(traces: list[dict], timer: str) -> dict:
         "git_commit": git_commit(),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "timer": timer,
-        "method": "docs/evaluator.md §2.2-2.9 reproduction (evaluation.driver); baselines timed in the same run",
+        "method": "docs/evaluator.md §2.2-2.9 reproduction (evaluation.driver); the GEMM reference "
+                  + (f"and the baselines {', '.join(baselines)} " if baselines else "") + "timed in the same run",
     }
 
 
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
 
     (out / "traces.jsonl").write_text("".join(dumps(t) + "\n" for t in traces))
     schema_errors = validate(traces)
-    env = provenance(traces, timer)
+    env = provenance(traces, timer, args.baselines)
     rows = report.build_rows(traces, side_by_uuid, env["gpu"] or "")
     totals = report.summary(rows)
     table = report.format_table(rows, totals, timer)

@@ -164,14 +164,15 @@ def evaluate_all(args, staging: Path, side_stream) -> None:
     for workload in workloads:
         result = WorkloadEvaluation(harness, workload).run()
         emit(result.trace)
-        if result.inputs is not None and baselines:
-            # Not in the official run: keep the seeded RNG stream (§2.2 step 12) as if they never ran,
-            # so the next workloads draw the official inputs.
-            with torch.random.fork_rng(devices=[harness.device] if harness.device.type == "cuda" else []):
-                result.side["baselines"] = run_baselines(
-                    baselines, reference.run, result, workload, config, result.trace["evaluation"]["performance"]
-                )
-            axes = workload["axes"]  # the four GEMMs alone: a reference line beside the baselines
+        if result.inputs is not None:
+            if baselines:
+                # Not in the official run: keep the seeded RNG stream (§2.2 step 12) as if they never ran,
+                # so the next workloads draw the official inputs.
+                with torch.random.fork_rng(devices=[harness.device] if harness.device.type == "cuda" else []):
+                    result.side["baselines"] = run_baselines(
+                        baselines, reference.run, result, workload, config, result.trace["evaluation"]["performance"]
+                    )
+            axes = workload["axes"]  # the four GEMMs alone: a reference line, with or without baselines
             result.side["gemm_reference"] = gemm_reference.side_entry(axes["batch_size"] * axes["seq_len"], config)
         side_stream.write(json.dumps(result.side, allow_nan=False) + "\n")
         side_stream.flush()

@@ -34,7 +34,7 @@ def test_registry_names_the_new_baselines_and_labels_each():
 
 
 def test_importing_the_baselines_leaves_torch_compile_settings_alone():
-    """A torch.compile solution evaluated in the driver's process sees the defaults (issue 18 point 5)."""
+    """A torch.compile solution evaluated in the driver's process sees the defaults."""
     probe = (
         "import torch._dynamo.config as d, torch._inductor.config as i\n"
         "before = (i.compile_threads, d.recompile_limit)\n"
@@ -158,9 +158,16 @@ def test_readme_table_shows_the_gemm_reference_and_the_ratio():
     assert "a reference line, not a baseline" in readme_table.render(_results(NEW_ROWS), "x")
 
 
-def test_readme_table_of_the_reported_results_file_keeps_its_scores():
-    """S of the file the README reports equals what the evaluator stored (T_b: its fastest baseline)."""
-    results = json.loads(readme_table.RESULTS_FILE.read_text())
+def test_readme_table_without_baselines_has_no_score_columns():
+    rows = [{**row, "baselines_ms": {}} for row in NEW_ROWS]
+    header, _, first, _, geomean = _table_lines(rows)
+    assert header == ["workload", "tokens", "status", "solution", "GEMM ref", "solution / GEMM ref", "worst err/bound"]
+    assert first == ["B1xS131", "131", "PASSED", "**24.0**", "12.0", "2.00", "0.500"] and len(geomean) == len(header)
+
+
+def test_readme_table_of_a_results_file_with_baselines_keeps_its_scores():
+    """S of a stored evaluation with baselines equals what the evaluator stored (T_b: its fastest baseline)."""
+    results = json.loads((ROOT / "results" / "eval_b6c01ec.json").read_text())
     for row in results["rows"]:
         assert readme_table.score(row) == pytest.approx(row["score_local"])
     readme_table.render(results, "results/x.json")
@@ -177,20 +184,38 @@ def test_readme_table_refuses_a_bad_results_file_in_one_line(tmp_path, capsys, c
     if content is not None:
         results.write_text(content)
     readme = tmp_path / "README.md"
-    readme.write_text(f"{readme_table.BEGIN}\n{readme_table.END}\n{readme_table.REAL_USE_BEGIN}\n{readme_table.REAL_USE_END}\n")
+    readme.write_text(f"{readme_table.BEGIN}\n{readme_table.END}\n")
     assert readme_table.main(["--results", str(results), "--readme", str(readme)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
 
 
 def test_readme_table_writes_a_results_file_outside_the_repository(tmp_path):
-    results, readme = tmp_path / "results.json", tmp_path / "README.md"
+    results, readme, performance = tmp_path / "results.json", tmp_path / "README.md", tmp_path / "performance.md"
     results.write_text(json.dumps(_results(NEW_ROWS)))
-    readme.write_text(f"intro\n{readme_table.BEGIN}\nSTALE TABLE\n{readme_table.END}\n"
-                      f"{readme_table.REAL_USE_BEGIN}\n{readme_table.REAL_USE_END}\n")
-    assert readme_table.main(["--results", str(results), "--readme", str(readme)]) == 0
+    readme.write_text(f"intro\n{readme_table.BEGIN}\nSTALE TABLE\n{readme_table.END}\n")
+    performance.write_text(f"{readme_table.STAGES_BEGIN}\n{readme_table.STAGES_END}\n"
+                           f"{readme_table.REAL_USE_BEGIN}\n{readme_table.REAL_USE_END}\n")
+    argv = ["--results", str(results), "--readme", str(readme), "--performance", str(performance)]
+    assert readme_table.main(argv) == 0
     assert f"Source: `{results}`" in readme.read_text() and "STALE TABLE" not in readme.read_text()
-    assert readme_table.main(["--results", str(results), "--readme", str(readme), "--check"]) == 0
+    assert "| tokens | call | GEMM ref |" in performance.read_text()
+    assert readme_table.main([*argv, "--check"]) == 0
+
+
+def test_stage_table_takes_the_checkouts_kernels_by_stage():
+    """Each kernel's time under its stage, the median over the rounds; a stage that did not run is '-'."""
+    times = [{"us": us, "kernels_us": {"layernorm_backward_kernel": k, "gelu_backward_ws_kernel": 2 * k}}
+             for us, k in ((10.0, 1.0), (12.0, 3.0), (11.0, 2.0))]
+    ab = {"provenance": {"gpu": "H100", "cuda": "13.0", "torch": "2.11", "triton": "3.6.0", "commit": "abc1234",
+                         "date": "2026-12-06", "method": "test"},
+          "rows": [{"tokens": 2984, "times": {"checkout": times}, "median_us": {"checkout": 11.0, "gemm_reference": 5.0},
+                    "ratio_to_gemm_reference": {"checkout": 2.2}}]}
+    lines = readme_table.render_stages(ab, "results/ab_x.json").splitlines()
+    header = next(line for line in lines if line.startswith("| tokens"))
+    row = next(line for line in lines if line.startswith("| 2984"))
+    assert row == "| 2984 | 11.0 | 5.0 | 2.20 | 2.0 | 4.0 | - | - | - | - |"
+    assert header.count("|") == row.count("|")
 
 
 # -- GPU --------------------------------------------------------------------------------------------
@@ -244,58 +269,14 @@ def test_gemm_reference_is_timed_and_grows_with_the_tokens():
     assert set(entry) == {"latency_ms", "timer"} and entry["latency_ms"] > 0
 
 
-def _real_use(busy: bool, layers: bool = False) -> dict:
-    row = {"label": "B1xS128", "tokens": 128, "host_us": 57.7, "wall_same_us": 54.7, "wall_fresh_us": 82.6,
-           "gpu_us": 24.3, **({"host_busy_us": 31.5} if busy else {}),
-           **({"layers": 4, "wall_layers_us": 36.2} if layers else {})}
-    return {"provenance": {"gpu": "NVIDIA H200", "torch": "2.11", "triton": "3.6.0", "commit": "abc1234",
-                           "date": "2026-12-03"}, "rows": [row]}
-
-
-@pytest.mark.parametrize("busy", [False, True])
-def test_real_use_table_shows_the_back_to_back_host_time_where_measured(busy):
-    table = readme_table.render_real_use(_real_use(busy), "results/real_use_x.json")
-    header = next(line for line in table.splitlines() if line.startswith("| workload"))
-    row = next(line for line in table.splitlines() if line.startswith("| B1xS128"))
-    assert ("host, back-to-back" in header) == busy
-    assert ("| 31.5 |" in row) == busy
-    assert header.count("|") == row.count("|")
-
-
-@pytest.mark.parametrize("layers", [False, True])
-def test_real_use_table_shows_the_layers_in_turn_where_measured(layers):
-    table = readme_table.render_real_use(_real_use(True, layers), "results/real_use_x.json")
-    header = next(line for line in table.splitlines() if line.startswith("| workload"))
-    row = next(line for line in table.splitlines() if line.startswith("| B1xS128"))
-    assert ("back-to-back, 4 layers" in header) == layers and ("| 36.2 |" in row) == layers
-    assert header.count("|") == row.count("|") == next(line for line in table.splitlines()
-                                                       if line.startswith("|---")).count("|")
-
-
-def test_real_use_table_shows_the_verdicts_where_judged():
-    """The wall target and the verdict columns come with rows that real_use judged; a miss stands out."""
-    results = _real_use(True)
-    assert "targets |" not in readme_table.render_real_use(results, "results/real_use_x.json")
-    results["rows"][0].update(target_wall_us=36.7, meets_targets=False)
-    table = readme_table.render_real_use(results, "results/real_use_x.json")
-    header = next(line for line in table.splitlines() if line.startswith("| workload"))
-    row = next(line for line in table.splitlines() if line.startswith("| B1xS128"))
-    assert header.endswith("| wall target | targets |") and row.endswith("| 36.7 | **missed** |")
-    assert header.count("|") == row.count("|")
-
-
-def test_real_use_table_shows_the_host_reference_where_measured():
-    """The host's own speed (a fixed pure-Python task) gets its column where real_use measured it."""
-    results = _real_use(True)
-    results["rows"][0].update(target_wall_us=36.7, meets_targets=True)
-    assert "host reference" not in readme_table.render_real_use(results, "results/real_use_x.json")
-    results["rows"][0].update(reference_us=21.4, steal_share=0.0, involuntary_switches=3)
-    table = readme_table.render_real_use(results, "results/real_use_x.json")
-    lines = table.splitlines()
+def test_real_use_table_has_a_column_per_measurement_and_the_verdict():
+    row = {"label": "B1xS128", "tokens": 128, "host_us": 18.7, "host_busy_us": 18.1, "wall_same_us": 19.0,
+           "wall_fresh_us": 26.4, "layers": 4, "wall_layers_us": 21.0, "gpu_us": 23.0, "target_wall_us": 35.3,
+           "meets_targets": False, "reference_us": 25.2, "reference_after_us": 25.9}
+    results = {"provenance": {"gpu": "NVIDIA H100", "torch": "2.11", "triton": "3.6.0", "commit": "abc1234",
+                              "date": "2026-12-03"}, "rows": [row]}
+    lines = readme_table.render_real_use(results, "results/real_use_x.json").splitlines()
     header = next(line for line in lines if line.startswith("| workload"))
-    row = next(line for line in lines if line.startswith("| B1xS128"))
-    assert header.endswith("| targets | host reference |") and row.endswith("| met | 21.4 |")
-    assert header.count("|") == row.count("|") == next(line for line in lines if line.startswith("|---")).count("|")
-    results["rows"][0].update(reference_after_us=35.2)  # and after the back-to-back calls
-    row = next(line for line in readme_table.render_real_use(results, "x.json").splitlines() if line.startswith("| B1"))
-    assert row.endswith("| met | 21.4 / 35.2 |")
+    line = next(line for line in lines if line.startswith("| B1xS128"))
+    assert "back-to-back, 4 layers" in header and line.endswith("| 35.3 | **no** | 25.2 / 25.9 |")
+    assert header.count("|") == line.count("|") == next(x for x in lines if x.startswith("|---")).count("|")

@@ -1,6 +1,6 @@
 """The CUDA-graph launch (solution/graph.py): the cache's bounds and error paths on the CPU with a
 fake driver, and how launches are recorded; on a GPU, correctness when graphs are reused across calls, shapes, streams, threads and
-inside a caller's own graph capture (issue 15)."""
+inside a caller's own graph capture."""
 
 from __future__ import annotations
 

@@ -1,14 +1,17 @@
-"""The README's numbers come from a results file, and its quick-start commands are the ones CI runs."""
+"""The README's numbers come from a results file, its quick-start commands are the ones CI runs, and
+its example runs; docs/plan.md is what the plans give."""
 
+import os
 import re
 import subprocess
+import sys
 
 from bench import readme_table
 from reference.problem import ROOT
 
 
 def test_performance_table_matches_the_results_file():
-    assert readme_table.main(["--check"]) == 0, "README.md is out of date: run python bench/readme_table.py"
+    assert readme_table.main(["--check"]) == 0, "the generated tables are out of date: run python bench/readme_table.py"
 
 
 def test_ci_runs_the_readme_commands():
@@ -27,3 +30,16 @@ def test_plan_doc_matches_the_plans():
     from bench import plan_table
 
     assert plan_table.main(["--check"]) == 0, "docs/plan.md is out of date: run python bench/plan_table.py"
+
+
+def test_readme_python_example_runs_on_the_cpu():
+    """The README's example of calling `run`, as it tells a machine without a GPU to run it: every
+    output passes the check."""
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"## Calling `run` from Python.*?```python\n(.*?)```", text, re.S).group(1)
+    code = code.replace('"cuda"', '"cpu"')
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("\n")[:-1]
+    assert len(lines) == 7 and all(line.endswith(" True") for line in lines), result.stdout

@@ -52,6 +52,12 @@ def test_every_cited_results_file_exists():
     assert missing_citations(ROOT) == []
 
 
+def test_every_results_file_is_cited():
+    """results/ keeps only what the documents and the code cite."""
+    cells = cited_in(ROOT)
+    assert [name for name, cell in cells.items() if cell == NOWHERE] == [], "remove these from results/"
+
+
 def test_the_cited_in_column_is_current():
     index = INDEX.read_text(encoding="utf-8")
     assert updated_index(index, cited_in(ROOT)) == index, "run python bench/results_index.py"
@@ -63,7 +69,7 @@ def small_tree(tmp_path: Path) -> Path:
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "eval_abc1234.json").write_text("{}\n")
     (tmp_path / "results" / "README.md").write_text("| file |\n|---|\n| `eval_abc1234.json` | abc1234 |\n")
-    (tmp_path / "PERFORMANCE.md").write_text("(`results/eval_abc1234.json`, `results/eval_*.json`)\n")
+    (tmp_path / "CHANGELOG.md").write_text("(`results/eval_abc1234.json`, `results/eval_*.json`)\n")
     (tmp_path / "bench").mkdir()
     (tmp_path / "bench" / "tool.py").write_text('"""Writes results/eval_<commit>.json."""\n')
     return tmp_path
@@ -81,7 +87,7 @@ def test_the_checks_catch_an_unindexed_file_a_dead_citation_and_a_stale_entry(sm
     (small_tree / "results" / "eval_abc1234.json").rename(small_tree / "results" / "eval_def5678.json")
     assert unindexed_files(small_tree / "results") == ["eval_def5678.json", "stages_abc1234.json"]
     assert missing_citations(small_tree) == [
-        "PERFORMANCE.md:1: results/eval_abc1234.json",
+        "CHANGELOG.md:1: results/eval_abc1234.json",
         "bench/tool.py:1: results/gone_abc1234.json",
         "bench/tool.py:1: results/gone_*.json",
     ]
@@ -93,13 +99,13 @@ def test_the_cited_in_column_names_documents_with_headings_and_sources_by_path(s
         "| file |\n|---|\n| `eval_abc1234.json` | abc1234 | run | old |\n"
         "| `ptx_abc1234.json` | abc1234 | beside `eval_abc1234.json` | old |\n")
     (small_tree / "results" / "ptx_abc1234.json").write_text("{}\n")
-    (small_tree / "PERFORMANCE.md").write_text(
+    (small_tree / "CHANGELOG.md").write_text(
         "# Log\n## v2 (abc1234): faster\nSee `results/eval_abc1234.json`.\n```bash\n# not a heading\n```\n"
         "## Session 3 — more\n(`eval_abc1234.json` again; `results/ptx_*.json`)\n")
     cells = cited_in(small_tree)
-    assert cells == {"eval_abc1234.json": "PERFORMANCE.md (v2; Session 3); results/README.md (ptx_abc1234.json)",
-                     "ptx_abc1234.json": "PERFORMANCE.md (Session 3)"}
-    (small_tree / "PERFORMANCE.md").write_text("nothing\n")
+    assert cells == {"eval_abc1234.json": "CHANGELOG.md (v2; Session 3); results/README.md (ptx_abc1234.json)",
+                     "ptx_abc1234.json": "CHANGELOG.md (Session 3)"}
+    (small_tree / "CHANGELOG.md").write_text("nothing\n")
     assert cited_in(small_tree)["ptx_abc1234.json"] == NOWHERE
     index = (small_tree / "results" / "README.md").read_text()
     assert updated_index(index, cited_in(small_tree)).splitlines()[2] == \

@@ -52,7 +52,7 @@ def test_score_elasticity_refuses_impossible_times(what_if, words):
     one_line(run_tool("bench/score_elasticity.py", "--what-if", what_if), what_if, *words)
 
 
-@pytest.mark.parametrize("option", ["--results", "--real-use", "--readme"])
+@pytest.mark.parametrize("option", ["--results", "--ab", "--real-use", "--readme", "--performance"])
 def test_readme_table_refuses_a_file_that_is_not_utf8(option, tmp_path):
     path = tmp_path / "file"
     path.write_bytes(NOT_UTF8)
@@ -61,7 +61,7 @@ def test_readme_table_refuses_a_file_that_is_not_utf8(option, tmp_path):
 
 @pytest.mark.parametrize("change, words", [("no rows", ["has no rows"]), ("a string latency", ["ValueError"])])
 def test_readme_table_refuses_a_results_file_it_cannot_render(change, words, tmp_path):
-    results = json.loads((ROOT / "results" / "eval_36d906f.json").read_text())
+    results = json.loads((ROOT / "results" / "eval_b6c01ec.json").read_text())
     if change == "no rows":
         results["rows"] = []
     else:
@@ -76,11 +76,11 @@ def test_readme_table_refuses_a_results_file_it_cannot_render(change, words, tmp
                                      "<!-- perf:begin -->\n" * 2 + "<!-- perf:end -->"])
 def test_readme_table_refuses_markers_out_of_order_or_twice_and_leaves_the_file(markers, tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n{markers}\n<!-- real-use:begin -->\n<!-- real-use:end -->\n")
+    readme.write_text(f"# x\n{markers}\n")
     before = readme.read_text()
     one_line(run_tool("bench/readme_table.py", "--readme", str(readme)), "each once")
     assert readme.read_text() == before
-    other = run_tool("bench/readme_table.py", "--real-use", str(tmp_path / "none.json"), "--readme", str(readme))
+    other = run_tool("bench/readme_table.py", "--real-use", str(tmp_path / "none.json"))
     one_line(other, "--real-use", "none.json")
 
 
@@ -159,7 +159,7 @@ def test_readme_table_check_says_up_to_date_in_one_line(capsys):
     from bench import readme_table
 
     assert readme_table.main(["--check"]) == 0
-    assert capsys.readouterr() == ("README.md: performance tables up to date\n", "")
+    assert capsys.readouterr() == ("README.md, docs/performance.md: generated tables up to date\n", "")
 
 
 def test_readme_table_check_says_out_of_date_in_one_line_with_the_command_that_rewrites(tmp_path, capsys):
@@ -171,7 +171,7 @@ def test_readme_table_check_says_out_of_date_in_one_line_with_the_command_that_r
     readme.write_text(text[:begin] + "\nstale\n" + text[end:], encoding="utf-8")
     assert readme_table.main(["--readme", str(readme), "--check"]) == 1
     out, err = capsys.readouterr()
-    assert not out and err == (f"{readme}: performance tables out of date: "
+    assert not out and err == (f"{readme}: generated tables out of date: "
                                f"run python bench/readme_table.py --readme {readme}\n")
     assert "stale" in readme.read_text(encoding="utf-8")
 
