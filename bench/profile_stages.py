@@ -6,7 +6,7 @@ which also counts the launch gaps between kernels.
 Per kernel: the official timer's CUPTI kernel records (GPU time per kernel name, median over the
 timed calls); the official time minus their sum is the idle time between kernels.
 
-    python bench/profile_stages.py --tokens 131072 17312 --sweep large --out out/stages.json
+    python bench/profile_stages.py --tokens 131072 17312 --sweep layernorm --out out/stages.json
 """
 
 from __future__ import annotations

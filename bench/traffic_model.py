@@ -307,14 +307,14 @@ EFFICIENCY[WEIGHT_GRAD_FP32] = Efficiency(3.57, STAGE4_FP32_PROTOTYPE_TFLOPS,
 # step (the fp32 tile read into registers adds 16 KB to the copies kernel's 64): that kernel's rate
 # x 64 / 80, 578 TFLOP/s
 EFFICIENCY[WEIGHT_WS] = Efficiency(3.57, 605.0, "in the call, 131072 tokens")
-# The column sums (a few MB at most, 7 programs) run beside stages 3 and 4 and are left out of the
+# The column sums (a few MB at most, 112 programs) run beside stages 3 and 4 and are left out of the
 # call (call_ms); not measured alone: stage 1's rate stands in for theirs
 EFFICIENCY[COLUMN_SUMS] = Efficiency(3.57, 0.0, "not measured: stage 1's rate (beside stages 3 and 4)")
 # gelu_output's copy beside stage 3: the two side by side at 131072 tokens, the copy on 2 programs an
 # SM, took 730 us (stage 3, 492 alone) and 611 (the copy; results/solutions_ab_1b6e80d.json): a phase of
 # ~735 us. Its rate is its 1.61 GB over that phase, so that the longer of the two predicts the phase
-# (call_ms). Fitted with two programs an SM; the plan runs one up to 32768 tokens (there the copy took
-# 104.7 us at 17312 tokens beside stage 3's 111.2, same file; the model: 101.1)
+# (call_ms). Fitted with two programs an SM; the Hopper plan runs one, at 2049-4096 tokens (one program
+# an SM took 104.7 us at 17312 tokens beside stage 3's 111.2, same file; the model: 101.1)
 EFFICIENCY[FP16_COPY] = Efficiency(2.19, 0.0, "the phase beside stage 3, 131072 tokens")
 # Stage 2 warp-specialized: 0.275 TFLOP in 769.7 us alone at 131072 tokens
 # (results/stage2_prototypes_ws_98c5cb0.json; the persistent kernel 901.1 in the same run)
@@ -328,7 +328,7 @@ LATENCY_MS = 0.004
 
 
 def gemm_tiles(kernel: str, tokens: int, plan: LaunchPlan) -> int:
-    """Output tiles of a GEMM stage (stage 4: both weight gradients; its column-sum programs are short)."""
+    """Output tiles of a GEMM stage (stage 4: both weight gradients)."""
     if kernel in (GELU, GELU_WS):
         g = for_tokens(plan.gelu_gemm, tokens)
         return math.ceil(tokens / g.block_m) * (I // g.block_n)

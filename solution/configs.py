@@ -170,9 +170,9 @@ _TRITON_PLAN = LaunchPlan(
     gelu_gemm=(
         # 64x32 tiles: 128 tokens 22.3 vs 23.4 with 64x64 (results/few_tokens_parallelism_6caa1d8.json)
         (256, GeluGemmConfig(block_m=64, block_n=32, block_k=64, warps=4, stages=3)),
-        # a program a tile: 422 tokens 32.2 vs 36.0 persistent (results/graph_small_tables_1_632a491.json)
+        # a program a tile: 422 tokens 34.0 vs 36.0 persistent (results/graph_small_tables_1_632a491.json)
         (1024, GeluGemmConfig(block_m=64, block_n=64, block_k=64, warps=4, stages=3)),
-        # persistent, 3 programs an SM: stage 2 972 vs 1068 us with 2 at 131072 tokens (results/stage2_64aa1e5.json)
+        # persistent, 3 programs an SM: stage 2 972 vs 1121 us with 2 at 131072 tokens (results/stage2_64aa1e5.json)
         (ANY_TOKENS, GeluGemmConfig(block_m=64, block_n=128, block_k=64, warps=4, stages=3, programs_per_sm=3)),
     ),
     input_gemm=(
@@ -186,12 +186,13 @@ _TRITON_PLAN = LaunchPlan(
         (ANY_TOKENS, InputGemmConfig(block_m=128, block_n=256, block_k=64, warps=8, stages=3)),
     ),
     weight_gemm=(
-        # 2 pipeline stages: 128 tokens 18.7 vs 19.2 with 4 (results/few_tokens_plans_ab_2348c63.json)
+        # 2 pipeline stages: 128 tokens 18.6 vs 19.2 with 4 (results/few_tokens_plans_ab_2348c63.json)
         (256, WeightGemmConfig(block_m=128, block_n=128, block_k=64, warps=4, stages=2)),
         # 128x128x64, 4 stages, TMA: stage 4 781 vs 864 us with pointer loads at 131072 tokens (results/tma_7670f1e.json)
         (ANY_TOKENS, WeightGemmConfig(block_m=128, block_n=128, block_k=64, warps=4, stages=4)),
     ),
-    # 32-column slices, 256 rows a step: 2984 tokens 89.2 vs 91.6 with the sums in stage 4 (results/solutions_ab_d964b83.json)
+    # 32-column slices, 256 rows a step (few steps of ~4 us under load): 128-column slices of 64 rows took 36 us at
+    # 2984 tokens (results/solutions_ab_d964b83.json)
     column_sums=ColumnSumConfig(cols=32, warps=4, block_r=256),
     # concurrent: 1163 tokens 43.8 vs 50.3 in order; 2984 in order 92.4 vs 94.4 (results/overlap_6a1d1d9.json)
     overlap_stages_3_4_up_to=2048,
@@ -212,6 +213,7 @@ _SM90 = LaunchPlan(
     fp16_chunk=_TRITON_PLAN.fp16_chunk,
     gelu_gemm=(
         *_TRITON_PLAN.gelu_gemm[:-1],
+        # persistent up to 2048: the warp-specialized kernel from 1025 took 44.7 vs 43.2 us at 1163 tokens (same file)
         (2048, _TRITON_PLAN.gelu_gemm[-1][1]),
         # warp-specialized: 131072 tokens 2714-2736 vs 2835-2854 persistent (results/solutions_ab_ws_6e71feb.json)
         (ANY_TOKENS, GeluGemmWsConfig(block_n=128, block_k=64, stages=4)),
@@ -219,13 +221,13 @@ _SM90 = LaunchPlan(
     input_gemm=_TRITON_PLAN.input_gemm,
     weight_gemm=(
         *_TRITON_PLAN.weight_gemm[:-1],
-        (4096, _TRITON_PLAN.weight_gemm[-1][1]),
+        (4096, _TRITON_PLAN.weight_gemm[-1][1]),  # on the copies up to stage4_reads_fp32_from (below)
         # warp-specialized on the fp32 inputs: 131072 tokens 2530-2592 vs 2696-2721 on the copies (results/solutions_ab_v30_b6c01ec.json)
         (ANY_TOKENS, WeightGemmWsConfig(block_n=256, block_k=64, stages=3)),
     ),
     column_sums=_TRITON_PLAN.column_sums,
     overlap_stages_3_4_up_to=_TRITON_PLAN.overlap_stages_3_4_up_to,
-    # the Gluon stage 4 from 4097 tokens: 2984 tokens it lost, 90.9 vs 88.5 on the copies (results/solutions_ab_b717f27.json)
+    # the Gluon stage 4 from 4097 tokens: 2984 tokens it lost, 90.9 vs 88.6 on the copies (results/solutions_ab_b717f27.json)
     stage4_reads_fp32_from=4097,
     # the copy beside stage 3, one program an SM: 2984 tokens 84.8 vs 88.6 in stage 1 (results/solutions_ab_1b6e80d.json)
     gelu_copy_beside_stage3=((ANY_TOKENS, 1),),
