@@ -1,5 +1,5 @@
-"""What every GPU tool (bench/'s and evaluation.cli) does first: check where its results go, then
-stop with one line on stderr and exit status NO_GPU_STATUS where there is no CUDA GPU."""
+"""What every GPU tool of bench/ does first: check where its results go, then stop where there is no
+CUDA GPU with one line on stderr and the exit status every GPU tool has there (evaluation.staging.no_gpu)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,11 @@ from pathlib import Path
 
 import torch
 
-from evaluation.staging import folder_refusal
-
-
-NO_GPU_STATUS = 2  # a GPU tool's exit status without a CUDA GPU: cannot run here, as for a usage error
-
-
-def no_gpu(tool: str) -> int:
-    """Say in one line on stderr that `tool` needs a CUDA GPU; the exit status to stop with."""
-    print(f"{tool}: needs a CUDA GPU (torch {torch.__version__} sees none)", file=sys.stderr)
-    return NO_GPU_STATUS
+from evaluation.staging import folder_refusal, no_gpu
 
 
 def require_gpu(tool: str) -> torch.device:
-    """The CUDA device, or exit with NO_GPU_STATUS and one line saying that `tool` needs one."""
+    """The CUDA device, or exit with no_gpu's status and its one line saying that `tool` needs one."""
     if not torch.cuda.is_available():
         sys.exit(no_gpu(tool))
     return torch.device("cuda")

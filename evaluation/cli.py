@@ -10,7 +10,7 @@ with `PYTORCH_ALLOC_CONF=expandable_segments:True` (§4.1), parses its trace lin
 A wall-clock limit synthesizes TIMEOUT traces for unfinished workloads; a driver crash synthesizes
 RUNTIME_ERROR ones (the original emits nothing then, §2.4). Exit 0 iff every workload PASSED;
 1 otherwise; 2 when all passed but a hardening check found something, at once without a CUDA GPU
-(bench.gpu.NO_GPU_STATUS, as every GPU tool), or (argparse) for a usage error: an unknown option,
+(evaluation.staging.NO_GPU_STATUS, as every GPU tool), or (argparse) for a usage error: an unknown option,
 workload or baseline name, a number out of range, a --solution that cannot be read or staged.
 """
 
@@ -27,11 +27,10 @@ import sys
 import threading
 from pathlib import Path
 
-from bench.gpu import no_gpu
 from evaluation import offline, report
 from evaluation.provenance import git_commit, host_cpu
 from evaluation.staging import (BenchmarkConfig, check_source_paths, folder_refusal, int_at_least, load_solution,
-                                normalize_solution, stage)
+                                no_gpu, normalize_solution, stage)
 from evaluation.trace import PASSED, RUNTIME_ERROR, TIMEOUT, dumps, make_trace
 from reference.problem import DEFINITION, ROOT, WORKLOAD_PATH
 

@@ -9,6 +9,7 @@ rejected instead of silently overwriting the JSON files (§2.1 "a hardened packa
 from __future__ import annotations
 
 import argparse
+import sys
 
 import json
 import tempfile
@@ -217,3 +218,15 @@ def int_at_least(minimum: int):
         return value
 
     return parse
+
+
+NO_GPU_STATUS = 2  # a GPU tool's exit status without a CUDA GPU: cannot run here, as for a usage error
+
+
+def no_gpu(tool: str) -> int:
+    """Say in one line on stderr that `tool` needs a CUDA GPU; the exit status to stop with (every GPU
+    tool: evaluation.cli and bench/'s)."""
+    import torch
+
+    print(f"{tool}: needs a CUDA GPU (torch {torch.__version__} sees none)", file=sys.stderr)
+    return NO_GPU_STATUS

@@ -393,7 +393,7 @@ def test_cli_baselines_come_from_the_registry(cli_without_driver):
 
 def test_cli_without_a_gpu_stops_at_once(cli_without_driver, monkeypatch, capsys):
     monkeypatch.setattr(cli_without_driver, "cuda_available", lambda: False)
-    assert cli_without_driver.main([]) == 2  # bench.gpu.NO_GPU_STATUS, as every GPU tool
+    assert cli_without_driver.main([]) == 2  # evaluation.staging.NO_GPU_STATUS, as every GPU tool
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs a CUDA GPU" in err
 

@@ -661,3 +661,11 @@ def test_official_workload_on_gpu(workload, draw_round, device, nan_outputs, out
     outputs = nan_outputs(batch_size, seq_len, device)
     call(inputs, outputs)
     outputs_pass(outputs, reference_outputs(inputs), workload.tolerance)
+
+
+def test_fixed_tile_of_the_warp_specialized_stage4_config_is_the_kernels():
+    """The rows a tile that the Gluon stage 4 fixes on the fp32 side (two MMA warpgroups of 64), as
+    configs.py states them for the tools that read the plans (docs/plan.md, the traffic model)."""
+    from solution import weight_grad_ws
+
+    assert configs.WeightGemmWsConfig.block_m == weight_grad_ws.BLOCK_Q == 2 * weight_grad_ws.HALF_Q.value

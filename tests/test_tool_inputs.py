@@ -130,7 +130,7 @@ def test_the_gpu_tools_are_every_tool_that_requires_a_gpu():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
 @pytest.mark.parametrize("module", GPU_TOOLS)
 def test_every_gpu_tool_stops_with_the_same_status_and_one_line_without_a_gpu(module, tmp_path, capsys):
-    from bench.gpu import NO_GPU_STATUS
+    from evaluation.staging import NO_GPU_STATUS
 
     name, argv = GPU_TOOLS[module]
     try:
