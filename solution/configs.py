@@ -135,6 +135,10 @@ class LaunchPlan:
     # beside stage 3 with n > 0 programs an SM, or (0) in stage 1
     gelu_copy_beside_stage3: tuple[tuple[int, int], ...]
     gelu_copy: CopyConfig  # that launch's step and warps
+    # up to this many tokens stages 2 and 3 read the caller's fp32 weights, load and round their
+    # whole weight strips before they wait for the stage before, and are launched as programmatic
+    # dependents of it (so that they load while it runs); stage 1 then rounds no weights
+    programmatic_up_to: int = 0
 
     def __hash__(self) -> int:
         """Computed once: the plan keys the per-shape caches that every call looks up."""
@@ -201,6 +205,7 @@ _TRITON_PLAN = LaunchPlan(
     gelu_copy_beside_stage3=((ANY_TOKENS, 0),),  # no copy runs beside stage 3: from 2048 tokens stage 4 reads fp32
     # 8192 elements on 4 warps: 131072 tokens 2856 vs 3018 with 16384 on 8 (results/solutions_ab_copystep_28f7bad.json)
     gelu_copy=CopyConfig(block=8192, warps=4),
+    programmatic_up_to=256,
 )
 
 # Hopper (H100, H200). Triton 3.6 pipelines a wgmma whose A operand is in registers unsafely on sm_90
@@ -232,6 +237,7 @@ _SM90 = LaunchPlan(
     # the copy beside stage 3, one program an SM: 2984 tokens 84.8 vs 88.6 in stage 1 (results/solutions_ab_1b6e80d.json)
     gelu_copy_beside_stage3=((ANY_TOKENS, 1),),
     gelu_copy=_TRITON_PLAN.gelu_copy,
+    programmatic_up_to=_TRITON_PLAN.programmatic_up_to,
 )
 
 # Read-only: a sweep or a test builds its own plan (dataclasses.replace) and passes it to

@@ -8,7 +8,12 @@ GEMM operands are fp16 (rounded by stage 1) with fp32 accumulation (docs/precisi
 pass 042's tolerance, bf16 and Triton's default TF32 truncation do not). `grad_fc1_output` is stored
 in fp16 because its only later uses are as a GEMM operand; the bias sums use the fp32 values.
 
-One kernel in two forms (the choice by token count: configs.py):
+One kernel in three forms (the choice by token count: configs.py):
+  - WEIGHT_FP32 = True (fewest tokens): a program per output tile; before it waits for stage 1 it
+    loads its whole strip of the caller's fp32 fc2_weight (H x BLOCK_N, rounded to fp16 in
+    registers) and its fc1_output tile, which depend on no earlier launch; launched as a
+    programmatic dependent of stage 1 (GDC), it does so while stage 1 runs. After the wait
+    (griddepcontrol.wait: stage 1 done, its stores visible) one K = H contraction;
   - PERSISTENT = False: a program per output tile, operands by pointer loads, fc1_output's tile
     loaded before the K loop so that its traffic overlaps the MMAs (few tokens);
   - PERSISTENT = True: programs loop over the tiles pid, pid + programs, ..., operands by TMA
@@ -19,6 +24,7 @@ On Hopper from 2049 tokens the warp-specialized form runs instead (gelu_backward
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from .gelu import gelu_tanh_grad
 from .tiling import grouped_tile, store_tile
@@ -40,6 +46,8 @@ def gelu_backward_tile(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     PERSISTENT: tl.constexpr,  # operands by TMA descriptors (else by pointers)
+    WEIGHT_FP32: tl.constexpr,  # fc2_weight is the caller's fp32 weight, the strip loaded before the wait
+    GDC: tl.constexpr,  # launched as a programmatic dependent (griddepcontrol, GPU only)
 ):
     """grad_fc1_output = (grad_residual @ fc2_weight) * gelu'(fc1_output) for one tile, stored in
     fp16, and its fp32 column sums. Rows past M load as zeros, so they add nothing to the sums."""
@@ -50,6 +58,18 @@ def gelu_backward_tile(
         for k in range(0, H, BLOCK_K):
             acc = tl.dot(grad_residual.load([row, k]), fc2_weight.load([k, col]), acc)
         x = fc1_output.load([row, col])
+    elif WEIGHT_FP32:
+        rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
+        cols = col + tl.arange(0, BLOCK_N)
+        ks = tl.arange(0, H)
+        row_ok = rows < M
+        # what needs no earlier launch, while stage 1 runs
+        b = tl.load(fc2_weight + ks[:, None] * I + cols[None, :]).to(tl.float16)
+        x = tl.load(fc1_output + rows[:, None] * I + cols[None, :], mask=row_ok[:, None], other=0.0)
+        if GDC:
+            gdc_wait()
+        a = tl.load(grad_residual + rows[:, None] * H + ks[None, :], mask=row_ok[:, None], other=0.0)
+        acc = tl.dot(a, b, acc)
     else:
         rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
         cols = col + tl.arange(0, BLOCK_N)
@@ -77,11 +97,16 @@ def gelu_backward_gemm_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     PERSISTENT: tl.constexpr,  # loop over the tiles, operands by TMA (else one tile a program, pointer loads)
+    WEIGHT_FP32: tl.constexpr,  # one tile a program, fc2_weight the caller's fp32 (gelu_backward_tile)
+    GDC: tl.constexpr,  # launched as a programmatic dependent of stage 1; the next launch may start now
 ):
+    tl.static_assert(not GDC or WEIGHT_FP32, "only the fp32-weight form waits for stage 1")
+    if GDC:
+        gdc_launch_dependents()
     if PERSISTENT:
         for tile in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M) * (I // BLOCK_N), tl.num_programs(0)):
             gelu_backward_tile(tile, grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M, H, I,
-                               BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, PERSISTENT)
+                               BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, PERSISTENT, False, GDC)
     else:
         gelu_backward_tile(tl.program_id(0), grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials,
-                           M, H, I, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, PERSISTENT)
+                           M, H, I, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, PERSISTENT, WEIGHT_FP32, GDC)

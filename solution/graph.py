@@ -54,7 +54,42 @@ _GRAPH_NODE_TYPE_KERNEL = 0  # CUgraphNodeType
 _L2_PROMOTION_128B = 2  # CUtensorMapL2promotion, as Triton's launcher
 _TENSOR_MAP_BYTES, _TENSOR_MAP_ALIGNMENT = 128, 64
 _PREFERRED_SHARED_MEMORY_CARVEOUT = 9  # CUfunction_attribute
+_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CUlaunchAttributeID
 _driver: ctypes.CDLL | None = None
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: an id, then the value union (64 bytes) at offset 8; the one value used
+    here is an int at its start."""
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
+                ("value_rest", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuLaunchKernelEx)."""
+    _fields_ = [("grid_x", ctypes.c_uint), ("grid_y", ctypes.c_uint), ("grid_z", ctypes.c_uint),
+                ("block_x", ctypes.c_uint), ("block_y", ctypes.c_uint), ("block_z", ctypes.c_uint),
+                ("shared_bytes", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                ("attributes", ctypes.POINTER(_LaunchAttribute)), ("attribute_count", ctypes.c_uint)]
+
+
+class _ProgrammaticLaunch:
+    """A launch as a programmatic dependent of the launch before it on its stream
+    (cuLaunchKernelEx with PROGRAMMATIC_STREAM_SERIALIZATION): the kernel may start as soon as every
+    program of that launch has signalled (griddepcontrol.launch_dependents) or ended, and its
+    griddepcontrol.wait returns once that launch has ended and its stores are visible. A stream
+    capture records the dependency as a programmatic edge of the graph. Called like cuLaunchKernel's
+    bound step: the stream is read when the step runs (the caller's stream changes between calls)."""
+
+    def __init__(self, params: "KernelParams", stream: ctypes.c_void_p):
+        self._attribute = _LaunchAttribute(id=_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+        self._config = _LaunchConfig(params.grid, 1, 1, params.threads, 1, 1, params.shared_bytes, None,
+                                     ctypes.pointer(self._attribute), 1)
+        self._stream, self._function, self._array = stream, ctypes.c_void_p(params.function), params.array
+
+    def __call__(self) -> int:
+        self._config.stream = self._stream.value
+        return cuda_driver().cuLaunchKernelEx(ctypes.byref(self._config), self._function, self._array, None)
 
 
 class _KernelNodeParams(ctypes.Structure):
@@ -75,7 +110,7 @@ def cuda_driver() -> ctypes.CDLL:
         for name in ("cuStreamCreate", "cuStreamDestroy_v2", "cuEventCreate", "cuEventDestroy_v2", "cuEventRecord",
                      "cuStreamWaitEvent", "cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
                      "cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy",
-                     "cuGraphDestroy", "cuTensorMapEncodeTiled", "cuLaunchKernel", "cuCtxGetCurrent",
+                     "cuGraphDestroy", "cuTensorMapEncodeTiled", "cuLaunchKernel", "cuLaunchKernelEx", "cuCtxGetCurrent",
                      "cuCtxSetCurrent", "cuFuncSetAttribute", "cuGraphGetNodes", "cuGraphNodeGetType",
                      "cuGraphKernelNodeGetParams_v2", "cuGraphExecKernelNodeSetParams_v2"):
             getattr(_driver, name).restype = ctypes.c_int
@@ -229,6 +264,8 @@ def recording_steps(launches: Sequence[Launch]) -> tuple[int, list[tuple]]:
             stream, waits = len(tails), tuple(launch.after) or (start,)
             tails.append(j)
         tails[stream] = j
+        if launch.programmatic and (not continued or waits):
+            raise ValueError(f"launch {j}: a programmatic launch must follow its one dependency on that one's stream")
         placed.append((stream, j, waits))
     recorded = {i for _, _, waits in placed for i in waits if i != start}
     recorded |= set(tails[1:])  # joined into stream 0 at the end
@@ -258,6 +295,7 @@ class CallGraph:
         """`argument_names`: the caller's tensors, in the order of the addresses each call passes."""
         cuda = cuda_driver()
         self.params = [KernelParams(launch, kernel) for launch, kernel in zip(call.launches, compiled)]
+        self._programmatic = [launch.programmatic for launch in call.launches]
         self.workspace_bytes = call.workspace_bytes  # each call allocates its workspaces in one block of this size
         # every call's values go to: the caller's pointers and TMA descriptors (by argument position),
         # the workspaces' (written when the call's workspace allocation moves: offsets from its base), eps
@@ -310,6 +348,8 @@ class CallGraph:
         if kind == "wait":
             return cuda.cuStreamWaitEvent, (lanes[lane], self.events[index], ctypes.c_uint(0)), "cuStreamWaitEvent"
         p, one = self.params[index], ctypes.c_uint(1)
+        if self._programmatic[index]:
+            return _ProgrammaticLaunch(p, lanes[lane]), (), "cuLaunchKernelEx"
         return cuda.cuLaunchKernel, (
             ctypes.c_void_p(p.function), ctypes.c_uint(p.grid), one, one, ctypes.c_uint(p.threads), one, one,
             ctypes.c_uint(p.shared_bytes), lanes[lane], p.array, None), "cuLaunchKernel"

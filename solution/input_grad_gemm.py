@@ -18,18 +18,25 @@ split order 0, 1, ..., whoever arrived when (the same sum, bit for bit, every ca
 tile. Nothing waits on another program, so the SPLITS programs may run in any order or wave. The
 counters start each call at zero: stage 1 zeroes them (layernorm_backward.py), before stage 2 and
 so before stage 3 in the call's order of launches.
+
+At the fewest tokens (WEIGHT_FP32) the program reads the caller's fp32 fc1_weight: before it waits
+for stage 2 it loads its whole K slice x BLOCK_N strip and rounds it to fp16 in registers; launched
+as a programmatic dependent of stage 2 (GDC), it does so while stages 1 and 2 run. After the wait
+(griddepcontrol.wait: stage 2 done, so stage 1 too, their stores visible) one contraction over the
+slice, its grad_fc1_output block by pointer loads.
 """
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_wait
 
 from .tiling import grouped_tile, store_tile
 
 
 @triton.jit
 def input_grad_gemm_kernel(
-    grad_fc1_output,  # tensor descriptor: (M, I) fp16, BLOCK_M x BLOCK_K blocks
-    fc1_weight,  # tensor descriptor: (I, H) fp16, BLOCK_K x BLOCK_N blocks
+    grad_fc1_output,  # tensor descriptor: (M, I) fp16, BLOCK_M x BLOCK_K blocks (WEIGHT_FP32: a pointer)
+    fc1_weight,  # tensor descriptor: (I, H) fp16, BLOCK_K x BLOCK_N blocks (WEIGHT_FP32: the caller's fp32, a pointer)
     grad_residual,  # tensor descriptor: (M, H) fp32, BLOCK_M x BLOCK_N blocks
     grad_hidden_states,  # out (M, H) fp32 (the caller's tensor: plain stores, no alignment asked)
     partials,  # (tiles, SPLITS, BLOCK_M, BLOCK_N) fp32 workspace, if SPLITS > 1 (else None)
@@ -42,16 +49,19 @@ def input_grad_gemm_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     SPLITS: tl.constexpr,  # programs a tile, each a slice of K (1: a program contracts all of K)
+    WEIGHT_FP32: tl.constexpr,  # the caller's fp32 fc1_weight, the program's strip loaded before the wait
+    GDC: tl.constexpr,  # launched as a programmatic dependent of stage 2 (griddepcontrol, GPU only)
 ):
     """A tile of grad_hidden_states a program (SPLITS = 1), or a K slice of one (TMA: rows past M
     load as zeros)."""
+    tl.static_assert(not GDC or WEIGHT_FP32, "only the fp32-weight form waits for stage 2")
     if SPLITS == 1:
-        acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, tl.program_id(0), 0, I, H, BLOCK_M,
-                                        BLOCK_N, BLOCK_K, GROUP_M)
+        acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, tl.program_id(0), 0, I, H, I, BLOCK_M,
+                                        BLOCK_N, BLOCK_K, GROUP_M, WEIGHT_FP32, GDC)
         store_tile(grad_hidden_states, acc + grad_residual.load([row, col]), row, col, M, H, BLOCK_M, BLOCK_N)
     else:
         input_grad_split_k(grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states, partials, arrivals, M,
-                           H, I, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLITS)
+                           H, I, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLITS, WEIGHT_FP32, GDC)
 
 
 @triton.jit
@@ -59,18 +69,30 @@ def k_slice_of_tile(
     grad_fc1_output, fc1_weight, M, tile, split,
     K_SPLIT: tl.constexpr,  # the slice's length: K = [split, split + 1) * K_SPLIT
     H: tl.constexpr,
+    I: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
+    WEIGHT_FP32: tl.constexpr,
+    GDC: tl.constexpr,
 ):
     """grad_fc1_output[rows, K] @ fc1_weight[K, cols] for output tile `tile` (in the grouped order)
     and K slice `split`: (the fp32 tile, its first row, its first column)."""
     tile_m, tile_n = grouped_tile(tile, tl.cdiv(M, BLOCK_M), H // BLOCK_N, GROUP_M)
     row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k in range(split * K_SPLIT, (split + 1) * K_SPLIT, BLOCK_K):
-        acc = tl.dot(grad_fc1_output.load([row, k]), fc1_weight.load([k, col]), acc)
+    if WEIGHT_FP32:
+        ks = split * K_SPLIT + tl.arange(0, K_SPLIT)
+        b = tl.load(fc1_weight + ks[:, None] * H + (col + tl.arange(0, BLOCK_N))[None, :]).to(tl.float16)
+        if GDC:
+            gdc_wait()
+        rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
+        a = tl.load(grad_fc1_output + rows[:, None] * I + ks[None, :], mask=(rows < M)[:, None], other=0.0)
+        acc = tl.dot(a, b, acc)
+    else:
+        for k in range(split * K_SPLIT, (split + 1) * K_SPLIT, BLOCK_K):
+            acc = tl.dot(grad_fc1_output.load([row, k]), fc1_weight.load([k, col]), acc)
     return acc, row, col
 
 
@@ -84,6 +106,8 @@ def input_grad_split_k(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     SPLITS: tl.constexpr,
+    WEIGHT_FP32: tl.constexpr,
+    GDC: tl.constexpr,
 ):
     """Program pid takes split pid // tiles of tile pid % tiles (each split walks the tiles in the
     grouped order of the unsplit kernel); the last of a tile's programs to arrive finishes it."""
@@ -92,8 +116,8 @@ def input_grad_split_k(
     TILE: tl.constexpr = BLOCK_M * BLOCK_N
     tiles = tl.cdiv(M, BLOCK_M) * (H // BLOCK_N)
     tile, split = tl.program_id(0) % tiles, tl.program_id(0) // tiles
-    acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, tile, split, K_SPLIT, H, BLOCK_M, BLOCK_N,
-                                    BLOCK_K, GROUP_M)
+    acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, tile, split, K_SPLIT, H, I, BLOCK_M, BLOCK_N,
+                                    BLOCK_K, GROUP_M, WEIGHT_FP32, GDC)
 
     in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     tile_partials = partials + tile * (SPLITS * TILE)  # this tile's SPLITS partials, split-major

@@ -24,7 +24,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .arguments import Dims
 from .column_sums import column_sum_programs, column_sums_kernel
-from .configs import (GeluGemmWsConfig, LaunchPlan, LayerNormConfig, WeightGemmWsConfig, for_tokens,
+from .configs import (GeluGemmConfig, GeluGemmWsConfig, LaunchPlan, LayerNormConfig, WeightGemmWsConfig, for_tokens,
                       multiprocessor_count)
 from .fp16_copy import fp16_copy_kernel
 from .gelu_backward_gemm import gelu_backward_gemm_kernel
@@ -36,6 +36,9 @@ from . import weight_grad_ws
 from .warp_specialization import KERNEL_REGISTERS
 
 WORKSPACE_ALIGNMENT = 256  # bytes
+# the shared-memory carveout (percent) of a kernel whose programmatic dependent needs much shared
+# memory on the same SMs while it runs (Launch.shared_carveout)
+_BESIDE_HEAVY = 100
 _GLUON_TYPES = {torch.float16: gl.float16, torch.float32: gl.float32}
 
 
@@ -85,6 +88,10 @@ class Launch:
     # kernel whose carveout leaves too little shared memory takes no program of a kernel that needs
     # more until it drains: a kernel meant to run beside a shared-memory-heavy one asks for 100
     shared_carveout: int | None = None
+    # Launched as a programmatic dependent of the launch before it on its stream (its one `after`):
+    # it may start while that one runs, and waits for it (griddepcontrol.wait) before it reads what
+    # that one writes. Only on the GPU (graph.py); the interpreter runs launches one by one.
+    programmatic: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,6 +161,10 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
             raise ValueError(f"plan.weight_gemm: no Triton entry for H={H}, I={I}, which its Gluon tiles do not divide")
         fp32_stage4, ws_stage4, g4 = False, False, triton_entries[-1]
     stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
+    # stages 2 and 3 on the fp32 weights, loaded before they wait, launched as programmatic dependents
+    # (where stage 2 is the one-tile-a-program Triton form: the others read stage 1's fp16 weights)
+    weight_fp32 = gdc = (M <= plan.programmatic_up_to and isinstance(g2, GeluGemmConfig)
+                         and g2.programs_per_sm == 0)
     gelu_copy_programs = gelu_copy_programs_per_sm(M, plan) * sms
     gelu_copy_apart = gelu_copy_programs > 0
 
@@ -175,8 +186,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     grad_residual_f16 = Buffer("grad_residual_f16", f16, (M, H))
     hidden_states_f16 = None if fp32_stage4 else Buffer("hidden_states_f16", f16, (M, H))
     gelu_output_f16 = None if fp32_stage4 else Buffer("gelu_output_f16", f16, (M, I))
-    fc1_weight_f16 = Buffer("fc1_weight_f16", f16, (I, H))
-    fc2_weight_f16 = Buffer("fc2_weight_f16", f16, (H, I))
+    fc1_weight_f16 = None if weight_fp32 else Buffer("fc1_weight_f16", f16, (I, H))
+    fc2_weight_f16 = None if weight_fp32 else Buffer("fc2_weight_f16", f16, (H, I))
     grad_fc1_output = Buffer("grad_fc1_output", f16, (M, I))
     ln_partials = Buffer("ln_partials", f32, (row_programs, 3, H))
     bias_partials = Buffer("bias_partials", f32, (bias_partial_rows, I))
@@ -196,14 +207,16 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
 
     copy_gelu_in_stage1 = not fp32_stage4 and not gelu_copy_apart
     stage1 = Launch(
-        layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, copy_gelu_in_stage1),
+        layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, copy_gelu_in_stage1, not weight_fp32),
         (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 else hidden_states,
-         gelu_output if copy_gelu_in_stage1 else None, fc1_weight, fc2_weight, grad_residual, grad_residual_f16,
+         gelu_output if copy_gelu_in_stage1 else None, None if weight_fp32 else fc1_weight,
+         None if weight_fp32 else fc2_weight, grad_residual, grad_residual_f16,
          hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None, fc1_weight_f16, fc2_weight_f16,
          ln_partials, arrivals, M, row_programs, counters or None),
-        dict(H=H, I=I, BLOCK_M=ln.block_m, CHUNK=chunk, COPY_HIDDEN=not fp32_stage4, COPY_GELU=copy_gelu_in_stage1),
-        dict(num_warps=ln.warps), after=())
-    stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m)
+        dict(H=H, I=I, BLOCK_M=ln.block_m, CHUNK=chunk, COPY_HIDDEN=not fp32_stage4, COPY_GELU=copy_gelu_in_stage1,
+             ROUND_WEIGHTS=not weight_fp32, GDC=gdc),
+        dict(num_warps=ln.warps), after=(), shared_carveout=_BESIDE_HEAVY if gdc else None)
+    stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, WEIGHT_FP32=weight_fp32, GDC=gdc)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
     if isinstance(g2, GeluGemmWsConfig):
         stage2 = Launch(
@@ -216,20 +229,24 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
             dict(num_warps=4, maxnreg=KERNEL_REGISTERS), after=(0,))
     elif g2.programs_per_sm == 0:
         stage2 = Launch(gelu_backward_gemm_kernel, tiles2,
-                        (grad_residual_f16, fc2_weight_f16, fc1_output, grad_fc1_output, bias_partials, M),
-                        dict(stage2_meta, PERSISTENT=False), _gemm_options(g2), after=(0,))
+                        (grad_residual_f16, fc2_weight if weight_fp32 else fc2_weight_f16, fc1_output, grad_fc1_output,
+                         bias_partials, M),
+                        dict(stage2_meta, PERSISTENT=False), _gemm_options(g2), after=(0,), programmatic=gdc,
+                        shared_carveout=_BESIDE_HEAVY if gdc else None)
     else:
         stage2 = Launch(
             gelu_backward_gemm_kernel, max(1, min(tiles2, g2.programs_per_sm * sms)),
             (Tiles(grad_residual_f16, (g2.block_m, g2.block_k)), Tiles(fc2_weight_f16, (g2.block_k, g2.block_n)),
              Tiles(fc1_output, (g2.block_m, g2.block_n)), grad_fc1_output, bias_partials, M),
             dict(stage2_meta, PERSISTENT=True), _gemm_options(g2), after=(0,))
+    operands3 = ((grad_fc1_output, fc1_weight) if weight_fp32 else
+                 (Tiles(grad_fc1_output, (g3.block_m, g3.block_k)), Tiles(fc1_weight_f16, (g3.block_k, g3.block_n))))
     stage3 = Launch(
         input_grad_gemm_kernel, tiles3 * g3.splits,
-        (Tiles(grad_fc1_output, (g3.block_m, g3.block_k)), Tiles(fc1_weight_f16, (g3.block_k, g3.block_n)),
-         Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, input_partials,
+        (*operands3, Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, input_partials,
          arrivals if counters3 else None, M),
-        dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m, SPLITS=g3.splits), _gemm_options(g3), after=(1,))
+        dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m, SPLITS=g3.splits, WEIGHT_FP32=weight_fp32, GDC=gdc),
+        _gemm_options(g3), after=(1,), programmatic=gdc)
     # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
     stage4_after = (1,) if stages_3_4_overlap else (3, 2) if gelu_copy_apart else (2,)
     if ws_stage4:  # Hopper: the caller's fp32 gelu_output and hidden_states in the MMA warpgroups' registers
@@ -303,7 +320,10 @@ def resolve(arg, tensors: dict[str, torch.Tensor], eps: float):
 
 
 def launch_in_order(call: CallDescription, tensors: dict[str, torch.Tensor], eps: float) -> None:
-    """Every launch, one after the other, through Triton's own launcher (the interpreter's path)."""
+    """Every launch, one after the other, through Triton's own launcher (the interpreter's path):
+    in order, so no launch is a programmatic dependent, and none emits griddepcontrol (GDC), which
+    the interpreter does not run."""
     for launch in call.launches:
         args = [resolve(a, tensors, eps) for a in launch.args]
-        launch.kernel[(launch.grid,)](*args, **launch.constexprs, **launch.options)
+        constexprs = {**launch.constexprs, "GDC": False} if "GDC" in launch.constexprs else launch.constexprs
+        launch.kernel[(launch.grid,)](*args, **constexprs, **launch.options)

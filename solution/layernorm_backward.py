@@ -15,7 +15,7 @@ sums' launch (column_sums.py) reduces in a fixed order (deterministic).
 
 The same launch rounds the other GEMM operands to fp16 once, so that the GEMM kernels read 16-bit
 operands: both weights as flat chunks of CHUNK elements (the programs after the row programs, one
-chunk each) and, below configs.LaunchPlan.stage4_reads_fp32_from tokens, the inputs that stage 4
+chunk each; not where stages 2 and 3 round their own weight strips, ROUND_WEIGHTS = False) and, below configs.LaunchPlan.stage4_reads_fp32_from tokens, the inputs that stage 4
 contracts over tokens: `hidden_states` in the row programs, alongside the LayerNorm rows
 (COPY_HIDDEN), and `gelu_output` in further flat chunks (COPY_GELU; unless the plan makes that copy
 beside stage 3, fp16_copy.py). From that threshold on stage 4 reads both fp32 inputs as they are and
@@ -25,6 +25,7 @@ loop or the Gluon stage 4 runs, the launch also zeroes their arrival counters.
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents
 
 @triton.jit
 def layernorm_backward_rows(
@@ -76,31 +77,41 @@ def layernorm_backward_rows(
 
 @triton.jit
 def round_to_fp16_chunk(
-    chunk,  # in [0, fp16_chunks(M, H, I, BLOCK, copy_gelu)): the weight chunks, then any gelu_output ones
-    fc1_weight,  # (I, H) fp32
-    fc2_weight,  # (H, I) fp32
+    chunk,  # in [0, fp16_chunks(...)): any weight chunks, then any gelu_output ones
+    fc1_weight,  # (I, H) fp32, if ROUND_WEIGHTS (else None)
+    fc2_weight,  # (H, I) fp32, if ROUND_WEIGHTS (else None)
     gelu_output,  # (M, I) fp32, if COPY_GELU (else None)
-    fc1_weight_f16,  # out (I, H) fp16
-    fc2_weight_f16,  # out (H, I) fp16
+    fc1_weight_f16,  # out (I, H) fp16, if ROUND_WEIGHTS (else None)
+    fc2_weight_f16,  # out (H, I) fp16, if ROUND_WEIGHTS (else None)
     gelu_output_f16,  # out (M, I) fp16, if COPY_GELU (else None)
     M,
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK: tl.constexpr,
     COPY_GELU: tl.constexpr,  # chunks past the weights' round gelu_output
+    ROUND_WEIGHTS: tl.constexpr,  # the first chunks round the weights (else there are none of theirs)
 ):
     tl.static_assert(H * I % BLOCK == 0, "the weight chunks must cover both weights")
     weight_chunks: tl.constexpr = H * I // BLOCK
-    if chunk < weight_chunks:  # BLOCK elements of each weight
-        offsets = chunk * BLOCK + tl.arange(0, BLOCK)
-        tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
-        tl.store(fc2_weight_f16 + offsets, tl.load(fc2_weight + offsets).to(tl.float16))
-    elif COPY_GELU:  # BLOCK elements of gelu_output, flat
-        # 64-bit: M * I passes 2^31 from 2^20 tokens on
-        flat = tl.cast(chunk - weight_chunks, tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        in_range = flat < tl.cast(M, tl.int64) * I
-        gelu = tl.load(gelu_output + flat, mask=in_range)
-        tl.store(gelu_output_f16 + flat, gelu.to(tl.float16), mask=in_range)
+    if ROUND_WEIGHTS:
+        if chunk < weight_chunks:  # BLOCK elements of each weight
+            offsets = chunk * BLOCK + tl.arange(0, BLOCK)
+            tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
+            tl.store(fc2_weight_f16 + offsets, tl.load(fc2_weight + offsets).to(tl.float16))
+        elif COPY_GELU:
+            round_gelu_chunk(chunk - weight_chunks, gelu_output, gelu_output_f16, M, I, BLOCK)
+    elif COPY_GELU:
+        round_gelu_chunk(chunk, gelu_output, gelu_output_f16, M, I, BLOCK)
+
+
+@triton.jit
+def round_gelu_chunk(chunk, gelu_output, gelu_output_f16, M, I: tl.constexpr, BLOCK: tl.constexpr):
+    """BLOCK elements of gelu_output, flat, rounded to fp16."""
+    # 64-bit: M * I passes 2^31 from 2^20 tokens on
+    flat = tl.cast(chunk, tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    in_range = flat < tl.cast(M, tl.int64) * I
+    gelu = tl.load(gelu_output + flat, mask=in_range)
+    tl.store(gelu_output_f16 + flat, gelu.to(tl.float16), mask=in_range)
 
 
 @triton.jit
@@ -118,11 +129,15 @@ def layernorm_backward_kernel(
     CHUNK: tl.constexpr,
     COPY_HIDDEN: tl.constexpr,  # also write hidden_states_f16 (else None)
     COPY_GELU: tl.constexpr,  # also write gelu_output_f16 (else None: not needed, or made beside stage 3)
+    ROUND_WEIGHTS: tl.constexpr,  # also write both weights' fp16 copies (else None: stages 2 and 3 round their own)
+    GDC: tl.constexpr,  # the next launch is a programmatic dependent: let it start now (griddepcontrol, GPU only)
 ):
     """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16. Where stage 3
     splits K (input_grad_gemm.py) or the Gluon stage 4 runs (weight_grad_ws.py), program p also
     zeroes the arrival counters p, p + programs, ...: every call, as the workspace comes
     uninitialized."""
+    if GDC:
+        gdc_launch_dependents()
     pid = tl.program_id(0)
     if arrivals is not None:
         for tile in range(pid, arrival_count, tl.num_programs(0)):
@@ -133,11 +148,11 @@ def layernorm_backward_kernel(
                                 M, H, BLOCK_M, COPY_HIDDEN)
     else:
         round_to_fp16_chunk(pid - row_programs, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
-                            gelu_output_f16, M, H, I, CHUNK, COPY_GELU)
+                            gelu_output_f16, M, H, I, CHUNK, COPY_GELU, ROUND_WEIGHTS)
 
 
-def fp16_chunks(M: int, H: int, I: int, block: int, copy_gelu: bool) -> int:
-    """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk), then, where
-    this launch makes gelu_output's fp16 copy (`copy_gelu`: stage 4 contracts copies and no launch of
-    its own makes that one, fp16_copy.py), gelu_output."""
-    return H * I // block + (triton.cdiv(M * I, block) if copy_gelu else 0)
+def fp16_chunks(M: int, H: int, I: int, block: int, copy_gelu: bool, round_weights: bool) -> int:
+    """Chunks of round_to_fp16_chunk: both weights (BLOCK elements of each a chunk; where
+    `round_weights`), then, where this launch makes gelu_output's fp16 copy (`copy_gelu`: stage 4
+    contracts copies and no launch of its own makes that one, fp16_copy.py), gelu_output."""
+    return (H * I // block if round_weights else 0) + (triton.cdiv(M * I, block) if copy_gelu else 0)

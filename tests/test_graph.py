@@ -318,7 +318,7 @@ def test_inside_a_callers_capture_the_launches_join_it_one_after_the_other(monke
 
 
 def _after(*afters: tuple[int, ...]) -> list:
-    return [SimpleNamespace(after=a) for a in afters]
+    return [SimpleNamespace(after=a, programmatic=False) for a in afters]
 
 
 def test_recording_steps_of_a_chain_use_one_stream():
