@@ -30,7 +30,7 @@ def bounds(plan: configs.LaunchPlan) -> list[int]:
     """The last token count of each range in which nothing in the plan changes, ascending."""
     limits = {limit for table in (plan.layernorm, plan.fp16_chunk, plan.gelu_gemm, plan.input_gemm, plan.weight_gemm,
                                   plan.gelu_copy_beside_stage3) for limit, _ in table}
-    limits |= {plan.stage4_reads_fp32_from - 1, plan.overlap_stages_3_4_up_to}
+    limits |= {plan.stage4_reads_fp32_from - 1, plan.overlap_stages_3_4_up_to, plan.programmatic_up_to}
     return sorted(b for b in limits if 0 < b < configs.ANY_TOKENS) + [configs.ANY_TOKENS]
 
 
@@ -41,7 +41,10 @@ def _tile(c) -> str:
 def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
     """Stage -> (kernel, its settings) at `tokens` tokens."""
     call = describe_call(Dims(tokens=tokens, hidden=H, intermediate=I, device=torch.device("cpu")), plan)
-    kernels = {launch.kernel.__name__ for launch in call.launches}
+    launches = {launch.kernel.__name__: launch for launch in call.launches}
+    kernels = set(launches)
+    weight_fp32 = launches["layernorm_backward_kernel"].constexprs["ROUND_WEIGHTS"] is False
+    early = {name: launch.programmatic for name, launch in launches.items()}
     for_tokens = configs.for_tokens
     ln, chunk = for_tokens(plan.layernorm, tokens), for_tokens(plan.fp16_chunk, tokens)
     fp32_stage4 = tokens >= plan.stage4_reads_fp32_from
@@ -49,11 +52,16 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
     out = {"1 LayerNorm backward": (
         "layernorm_backward_kernel",
         f"{ln.block_m} rows a step on {ln.warps} warps, at most {ln.waves} row programs an SM; fp16 copies of "
-        f"the weights ({chunk}-element chunks){copies}")}
+        + (f"{copies[2:]} (no weight copies)" if weight_fp32 else f"the weights ({chunk}-element chunks){copies}"))}
     g2 = for_tokens(plan.gelu_gemm, tokens)
     if isinstance(g2, configs.GeluGemmWsConfig):
         out["2 GELU backward GEMM"] = ("gelu_backward_ws_kernel (Gluon, warp-specialized)",
                                        f"{_tile(g2)}, {g2.stages} operand buffers, one program an SM")
+    elif weight_fp32:
+        start = ", a programmatic dependent of stage 1" if early["gelu_backward_gemm_kernel"] else ""
+        out["2 GELU backward GEMM"] = (f"gelu_backward_gemm_kernel (a program a tile{start})",
+                                       f"{g2.block_m}x{g2.block_n} tiles, {g2.warps} warps; its fp32 fc2_weight strip "
+                                       f"and fc1_output tile loaded before it waits, then K = {H} in one contraction")
     else:
         form = f"persistent, {g2.programs_per_sm} programs an SM, TMA" if g2.programs_per_sm else "a program a tile"
         out["2 GELU backward GEMM"] = (f"gelu_backward_gemm_kernel ({form})",
@@ -64,7 +72,14 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
                                       f"{plan.gelu_copy.block} elements a step on {plan.gelu_copy.warps} warps")
     g3 = for_tokens(plan.input_gemm, tokens)
     split = f", K split over {g3.splits} programs" if g3.splits > 1 else ""
-    out["3 input-gradient GEMM"] = ("input_grad_gemm_kernel", f"{_tile(g3)}, {g3.warps} warps, {g3.stages} stages{split}")
+    if weight_fp32:
+        start = " (a programmatic dependent of stage 2)" if early["input_grad_gemm_kernel"] else ""
+        out["3 input-gradient GEMM"] = (f"input_grad_gemm_kernel{start}",
+                                        f"{g3.block_m}x{g3.block_n} tiles, {g3.warps} warps{split}; its fp32 fc1_weight "
+                                        f"strip loaded before it waits, then its K slice in one contraction")
+    else:
+        out["3 input-gradient GEMM"] = ("input_grad_gemm_kernel",
+                                        f"{_tile(g3)}, {g3.warps} warps, {g3.stages} stages{split}")
     g4 = for_tokens(plan.weight_gemm, tokens)
     beside = "beside stage 3" if tokens <= plan.overlap_stages_3_4_up_to else "after stage 3"
     if isinstance(g4, configs.WeightGemmWsConfig):

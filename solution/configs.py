@@ -138,7 +138,7 @@ class LaunchPlan:
     # up to this many tokens stages 2 and 3 read the caller's fp32 weights, load and round their
     # whole weight strips before they wait for the stage before, and are launched as programmatic
     # dependents of it (so that they load while it runs); stage 1 then rounds no weights
-    programmatic_up_to: int = 0
+    programmatic_up_to: int
 
     def __hash__(self) -> int:
         """Computed once: the plan keys the per-shape caches that every call looks up."""
@@ -172,7 +172,8 @@ _TRITON_PLAN = LaunchPlan(
         (ANY_TOKENS, 8192),
     ),
     gelu_gemm=(
-        # 64x32 tiles: 128 tokens 22.3 vs 23.4 with 64x64 (results/few_tokens_parallelism_6caa1d8.json)
+        # 64x32 tiles: 128 tokens 22.3 vs 23.4 with 64x64 (results/few_tokens_parallelism_6caa1d8.json); the steps
+        # and stages apply where stage 2 reads stage 1's fp16 weights (beyond programmatic_up_to)
         (256, GeluGemmConfig(block_m=64, block_n=32, block_k=64, warps=4, stages=3)),
         # a program a tile: 422 tokens 34.0 vs 36.0 persistent (results/graph_small_tables_1_632a491.json)
         (1024, GeluGemmConfig(block_m=64, block_n=64, block_k=64, warps=4, stages=3)),
@@ -205,6 +206,9 @@ _TRITON_PLAN = LaunchPlan(
     gelu_copy_beside_stage3=((ANY_TOKENS, 0),),  # no copy runs beside stage 3: from 2048 tokens stage 4 reads fp32
     # 8192 elements on 4 warps: 131072 tokens 2856 vs 3018 with 16384 on 8 (results/solutions_ab_copystep_28f7bad.json)
     gelu_copy=CopyConfig(block=8192, warps=4),
+    # programmatic stages 2 and 3 on the fp32 weights up to 256 tokens: 128 tokens 19.2 vs 21.2 us, 131 22.2 vs 23.4
+    # (H100, results/ab_programmatic_r5_78fed7d_h100.json); not measured beyond, where stage 2's one-tile programs
+    # (64x64 from 257 tokens) outnumber the SMs
     programmatic_up_to=256,
 )
 

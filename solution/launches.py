@@ -161,12 +161,15 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
             raise ValueError(f"plan.weight_gemm: no Triton entry for H={H}, I={I}, which its Gluon tiles do not divide")
         fp32_stage4, ws_stage4, g4 = False, False, triton_entries[-1]
     stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
-    # stages 2 and 3 on the fp32 weights, loaded before they wait, launched as programmatic dependents
-    # (where stage 2 is the one-tile-a-program Triton form: the others read stage 1's fp16 weights)
-    weight_fp32 = gdc = (M <= plan.programmatic_up_to and isinstance(g2, GeluGemmConfig)
-                         and g2.programs_per_sm == 0)
     gelu_copy_programs = gelu_copy_programs_per_sm(M, plan) * sms
     gelu_copy_apart = gelu_copy_programs > 0
+    # Stages 2 and 3 on the caller's fp32 weights, their strips loaded before they wait for the stage
+    # before (where stage 2 is the one-tile-a-program Triton form; the other forms read stage 1's
+    # fp16 copies); stage 1 then rounds no weights. Each is launched as a programmatic dependent of
+    # the stage before (GDC), which needs stage 3 right after stage 2 on its stream: no gelu_output
+    # copy between them.
+    weight_fp32 = M <= plan.programmatic_up_to and isinstance(g2, GeluGemmConfig) and g2.programs_per_sm == 0
+    gdc = weight_fp32 and not gelu_copy_apart
 
     # the caller's tensors, as the kernels index them
     def caller(name: str, *shape: int) -> Buffer:

@@ -65,8 +65,7 @@ def arrival_counters(H: int, I: int, block_p: int) -> int:
 @gluon.jit
 def program_work(M, BLOCK_K: gl.constexpr, BLOCK_P: gl.constexpr, H: gl.constexpr, I: gl.constexpr):
     """(fc2: this program's weight is grad_fc2_weight, first P row, first Q column, first K step, K
-    steps) of program pid = (weight x tiles + tile) x SPLITS + split: split s takes the K steps
-    s, s + SPLITS, s + 2 SPLITS, ..."""
+    steps) of program pid = (weight x tiles + tile) x SPLITS + split."""
     BLOCK_Q: gl.constexpr = 2 * HALF_Q
     TILES: gl.constexpr = (H // BLOCK_P) * (I // BLOCK_Q)  # a weight's (both have H x I elements)
     pid = gl.program_id(0)
@@ -75,7 +74,9 @@ def program_work(M, BLOCK_K: gl.constexpr, BLOCK_P: gl.constexpr, H: gl.constexp
     fc2 = pid < TILES * SPLITS
     tiles_q = H // BLOCK_Q + fc2.to(gl.int32) * (I // BLOCK_Q - H // BLOCK_Q)  # fc2: Q over I; fc1: Q over H
     steps = gl.cdiv(M, BLOCK_K)
-    return fc2, (tile // tiles_q) * BLOCK_P, (tile % tiles_q) * BLOCK_Q, split, gl.cdiv(steps - split, SPLITS)
+    per_split = gl.cdiv(steps, SPLITS)
+    first = split * per_split
+    return fc2, (tile // tiles_q) * BLOCK_P, (tile % tiles_q) * BLOCK_Q, first, gl.minimum(per_split, steps - first)
 
 
 @gluon.jit
@@ -89,7 +90,7 @@ def load(p, H: gl.constexpr, I: gl.constexpr):
     fc2, p0, q0, first, steps = program_work(M, BLOCK_K, BLOCK_P, H, I)
     for i in range(steps):
         s = i % STAGES
-        k = (first + i * SPLITS) * BLOCK_K
+        k = (first + i) * BLOCK_K
         mbarrier.wait(free.index(s), ((i // STAGES) & 1) ^ 1)
         fence_async_shared()  # the MMA warpgroups' reads of the y halves before the copy engine's writes
         mbarrier.expect(ready.index(s), x_fc2.block_type.nbytes + 2 * y_fc2.block_type.nbytes)

@@ -333,6 +333,20 @@ def test_recording_steps_fork_and_join():
         ("wait", 1, 1), ("launch", 1, 3), ("record", 1, 3), ("wait", 0, 3)])
 
 
+def test_recording_steps_of_programmatic_launches():
+    """A programmatic launch follows its one dependency on that one's stream (the capture makes the
+    edge programmatic); one that would start a stream, or wait for another event, is refused."""
+    chain = [SimpleNamespace(after=a, programmatic=p) for a, p in (((), False), ((0,), True), ((1,), True), ((1,), False))]
+    assert graph.recording_steps(chain) == (2, [
+        ("launch", 0, 0), ("launch", 0, 1), ("record", 0, 1), ("launch", 0, 2),
+        ("wait", 1, 1), ("launch", 1, 3), ("record", 1, 3), ("wait", 0, 3)])
+    for afters in (((), (0,), (1,), (1,)), ((), (0,), (0, 1))):
+        launches = _after(*afters)
+        launches[-1].programmatic = True
+        with pytest.raises(ValueError, match="programmatic launch"):
+            graph.recording_steps(launches)
+
+
 def test_recording_steps_of_independent_starts_wait_for_the_start_event():
     count, steps = graph.recording_steps(_after((), (), (0, 1)))
     assert count == 2

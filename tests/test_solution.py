@@ -358,6 +358,28 @@ def test_stage_order(overlap, stage4_after):
     assert [launch.after for launch in call_.launches] == [(), (0,), (1,), (stage4_after,), (1,)]
 
 
+@pytest.mark.parametrize("arch, tokens, overlap, weight_fp32, programmatic", [
+    ("cpu", 128, True, True, True), ("cpu", 257, True, False, False),
+    ("sm_90", 256, True, True, True), ("sm_90", 256, False, True, False)],
+    ids=["128-tokens", "257-tokens", "sm_90-256-tokens", "sm_90-copy-between-stages-2-and-3"])
+def test_programmatic_stages(arch, tokens, overlap, weight_fp32, programmatic):
+    """Up to programmatic_up_to tokens stages 2 and 3 read the fp32 weights (stage 1 rounds none) and
+    are programmatic dependents of the stage before, unless a gelu_output copy runs between them
+    (sm_90 with stages 3 and 4 in order): then they read the fp32 weights without the early start."""
+    plan = dataclasses.replace(configs.PLANS[arch], overlap_stages_3_4_up_to=configs.ANY_TOKENS if overlap else 0)
+    call_ = describe_call(Dims(tokens=tokens, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
+    by_kernel = {launch.kernel.__name__: launch for launch in call_.launches}
+    stage1, stage2, stage3 = (by_kernel[k] for k in ("layernorm_backward_kernel", "gelu_backward_gemm_kernel",
+                                                     "input_grad_gemm_kernel"))
+    assert stage1.constexprs["ROUND_WEIGHTS"] is not weight_fp32
+    copies = {"fc1_weight_f16", "fc2_weight_f16"}
+    assert copies & {w.name for w in call_.workspaces} == (set() if weight_fp32 else copies)
+    for launch in (stage2, stage3):
+        assert launch.constexprs["WEIGHT_FP32"] is weight_fp32
+        assert launch.constexprs["GDC"] is programmatic and launch.programmatic is programmatic
+    assert stage1.constexprs["GDC"] is programmatic and not stage1.programmatic
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("overlap", [False, True], ids=["in-order", "stages-3-4-concurrent"])
 def test_launches_as_cuda_graph(overlap, device, nan_outputs, outputs_pass):
