@@ -17,7 +17,8 @@ partial weight gradients) reads the fp32 gelu_output and hidden_states; below, s
 copies of both (gelu_output's in a launch of its own beside stage 3 where LaunchPlan.gelu_copy_beside_stage3
 says so, fp16_copy_kernel) and stage 4 (weight_grad_kernel) reads those. The stored measurements that
 calibrate the model ran the copies at every token count, gelu_output's made in stage 2 from some size
-on (Fp16Copies), which the model also gives, for those rows.
+on (Fp16Copies), which the model also gives, for those rows. Up to LaunchPlan.programmatic_up_to
+tokens stages 2 and 3 read the fp32 weights and stage 1 rounds none (solution.launches.weights_read_fp32).
 
 `predict` turns bytes and FLOPs into a time with efficiency factors measured on an H200
 (EFFICIENCY, each citing its results file): max(bytes / achieved bandwidth, FLOPs / achieved
@@ -37,7 +38,7 @@ from pathlib import Path
 from solution import configs
 from solution.configs import (GeluGemmConfig, GeluGemmWsConfig, InputGemmConfig, LaunchPlan, WeightGemmConfig,
                               WeightGemmWsConfig, for_tokens)
-from solution.launches import gelu_copy_programs_per_sm, layernorm_row_programs
+from solution.launches import gelu_copy_programs_per_sm, layernorm_row_programs, weights_read_fp32
 
 H, I = 512, 2048  # hidden, intermediate
 SMS = 132  # H200 multiprocessors
@@ -168,18 +169,23 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
     split_partials = split_k_partials(M, plan)
     counters3, counters4 = arrival_counters(M, plan, ws_stage4)
     arrivals = {"arrivals": tensor("int32", counters3 + counters4)} if counters3 + counters4 else {}
+    # the weights: rounded by stage 1 and read as fp16 copies, or read in fp32 by stages 2 and 3
+    fp32_weights = weights_read_fp32(M, plan)
+    weights = {"fc1_weight": fp32(I, H), "fc2_weight": fp32(H, I)}
+    fc1, fc2 = (({"fc1_weight": fp32(I, H)}, {"fc2_weight": fp32(H, I)}) if fp32_weights else
+                ({"fc1_weight_f16": fp16(I, H)}, {"fc2_weight_f16": fp16(H, I)}))
     layernorm = traffic(
         {"grad_output": fp32(M, H), "normalized": fp32(M, H), "var": fp32(M), "ln_weight": fp32(H),
-         "fc1_weight": fp32(I, H), "fc2_weight": fp32(H, I)},
-        {"grad_residual": fp32(M, H), "grad_residual_f16": fp16(M, H), "fc1_weight_f16": fp16(I, H),
-         "fc2_weight_f16": fp16(H, I), "ln_partials": ln_partials, **arrivals})
+         **({} if fp32_weights else weights)},
+        {"grad_residual": fp32(M, H), "grad_residual_f16": fp16(M, H), **({} if fp32_weights else fc1 | fc2),
+         "ln_partials": ln_partials, **arrivals})
     gelu_backward = traffic(
-        {"grad_residual_f16": fp16(M, H), "fc2_weight_f16": fp16(H, I), "fc1_output": fp32(M, I)},
+        {"grad_residual_f16": fp16(M, H), **fc2, "fc1_output": fp32(M, I)},
         {"grad_fc1_output": fp16(M, I), "bias_partials": bias_partials},
         gemm_flops(M, I, H))
     input_counters = arrivals if counters3 else {}  # the one workspace (its first counters3)
     input_grad = traffic(
-        {"grad_fc1_output": fp16(M, I), "fc1_weight_f16": fp16(I, H), "grad_residual": fp32(M, H),
+        {"grad_fc1_output": fp16(M, I), **fc1, "grad_residual": fp32(M, H),
          **split_partials, **input_counters},
         {"grad_hidden_states": fp32(M, H), **split_partials, **input_counters},
         gemm_flops(M, H, I))
@@ -453,6 +459,7 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
             value = tuple((limit, configs.LayerNormConfig(**_known_fields(configs.LayerNormConfig, c))) for limit, c in value)
         known[f.name] = value
     known.setdefault("gelu_copy_beside_stage3", ((configs.ANY_TOKENS, 0),))  # in stage 1 in older records
+    known.setdefault("programmatic_up_to", 0)  # stage 1 rounded the weights at every size in older records
     if "column_sums" not in known and "sum_block_r" in record:  # the plan's one column-sum field in older records
         known["column_sums"] = dataclasses.replace(default.column_sums, block_r=record["sum_block_r"])
     if "layernorm" not in known and "layernorm_block_m" in record:  # one setting for every size

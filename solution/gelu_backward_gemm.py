@@ -4,9 +4,10 @@
     grad_fc1_output = grad_gelu * gelu'(fc1_output)           elementwise, fp32
     grad_fc1_bias   = sum_m grad_fc1_output                    (partial sums per row-block)
 
-GEMM operands are fp16 (rounded by stage 1) with fp32 accumulation (docs/precision.md: fp16 operands
-pass 042's tolerance, bf16 and Triton's default TF32 truncation do not). `grad_fc1_output` is stored
-in fp16 because its only later uses are as a GEMM operand; the bias sums use the fp32 values.
+GEMM operands are fp16 (rounded by stage 1, or by this kernel where WEIGHT_FP32) with fp32
+accumulation (docs/precision.md: fp16 operands pass 042's tolerance, bf16 and Triton's default TF32
+truncation do not). `grad_fc1_output` is stored in fp16 because its only later uses are as a GEMM
+operand; the bias sums use the fp32 values.
 
 One kernel in three forms (the choice by token count: configs.py):
   - WEIGHT_FP32 = True (fewest tokens): a program per output tile; before it waits for stage 1 it

@@ -110,8 +110,8 @@ def cuda_driver() -> ctypes.CDLL:
         for name in ("cuStreamCreate", "cuStreamDestroy_v2", "cuEventCreate", "cuEventDestroy_v2", "cuEventRecord",
                      "cuStreamWaitEvent", "cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
                      "cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy",
-                     "cuGraphDestroy", "cuTensorMapEncodeTiled", "cuLaunchKernel", "cuLaunchKernelEx", "cuCtxGetCurrent",
-                     "cuCtxSetCurrent", "cuFuncSetAttribute", "cuGraphGetNodes", "cuGraphNodeGetType",
+                     "cuGraphDestroy", "cuTensorMapEncodeTiled", "cuLaunchKernel", "cuLaunchKernelEx",
+                     "cuCtxGetCurrent", "cuCtxSetCurrent", "cuFuncSetAttribute", "cuGraphGetNodes", "cuGraphNodeGetType",
                      "cuGraphKernelNodeGetParams_v2", "cuGraphExecKernelNodeSetParams_v2"):
             getattr(_driver, name).restype = ctypes.c_int
     return _driver

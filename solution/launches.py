@@ -130,6 +130,14 @@ def gelu_copy_programs_per_sm(tokens: int, plan: LaunchPlan) -> int:
     return for_tokens(plan.gelu_copy_beside_stage3, tokens)
 
 
+def weights_read_fp32(tokens: int, plan: LaunchPlan) -> bool:
+    """Whether stages 2 and 3 read the caller's fp32 weights, loading their strips before they wait
+    for the stage before: up to plan.programmatic_up_to tokens, where stage 2 is the
+    one-tile-a-program Triton form (the other forms read stage 1's fp16 copies)."""
+    g2 = for_tokens(plan.gelu_gemm, tokens)
+    return tokens <= plan.programmatic_up_to and isinstance(g2, GeluGemmConfig) and g2.programs_per_sm == 0
+
+
 @lru_cache(maxsize=32)
 def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     """The launches of one call (stages 1-4, in an order that respects `after`) and its workspaces
@@ -163,12 +171,10 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
     gelu_copy_programs = gelu_copy_programs_per_sm(M, plan) * sms
     gelu_copy_apart = gelu_copy_programs > 0
-    # Stages 2 and 3 on the caller's fp32 weights, their strips loaded before they wait for the stage
-    # before (where stage 2 is the one-tile-a-program Triton form; the other forms read stage 1's
-    # fp16 copies); stage 1 then rounds no weights. Each is launched as a programmatic dependent of
-    # the stage before (GDC), which needs stage 3 right after stage 2 on its stream: no gelu_output
-    # copy between them.
-    weight_fp32 = M <= plan.programmatic_up_to and isinstance(g2, GeluGemmConfig) and g2.programs_per_sm == 0
+    # Stages 2 and 3 on the caller's fp32 weights (stage 1 then rounds none), each launched as a
+    # programmatic dependent of the stage before (GDC), which needs stage 3 right after stage 2 on
+    # its stream: no gelu_output copy between them.
+    weight_fp32 = weights_read_fp32(M, plan)
     gdc = weight_fp32 and not gelu_copy_apart
 
     # the caller's tensors, as the kernels index them
