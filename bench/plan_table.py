@@ -18,7 +18,7 @@ import torch
 
 from solution import configs
 from solution.arguments import Dims
-from solution.launches import describe_call, gelu_copy_programs_per_sm
+from solution.launches import describe_call, gelu_copy_programs_per_sm, weights_read_fp32
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "plan.md"
@@ -43,8 +43,10 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
     call = describe_call(Dims(tokens=tokens, hidden=H, intermediate=I, device=torch.device("cpu")), plan)
     launches = {launch.kernel.__name__: launch for launch in call.launches}
     kernels = set(launches)
-    weight_fp32 = launches["layernorm_backward_kernel"].constexprs["ROUND_WEIGHTS"] is False
-    early = {name: launch.programmatic for name, launch in launches.items()}
+    weight_fp32 = weights_read_fp32(tokens, plan)
+
+    def dependent(kernel: str, stage: int) -> str:
+        return f"a programmatic dependent of stage {stage}" if launches[kernel].programmatic else ""
     for_tokens = configs.for_tokens
     ln, chunk = for_tokens(plan.layernorm, tokens), for_tokens(plan.fp16_chunk, tokens)
     fp32_stage4 = tokens >= plan.stage4_reads_fp32_from
@@ -58,8 +60,8 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
         out["2 GELU backward GEMM"] = ("gelu_backward_ws_kernel (Gluon, warp-specialized)",
                                        f"{_tile(g2)}, {g2.stages} operand buffers, one program an SM")
     elif weight_fp32:
-        start = ", a programmatic dependent of stage 1" if early["gelu_backward_gemm_kernel"] else ""
-        out["2 GELU backward GEMM"] = (f"gelu_backward_gemm_kernel (a program a tile{start})",
+        form = ", ".join(filter(None, ("a program a tile", dependent("gelu_backward_gemm_kernel", 1))))
+        out["2 GELU backward GEMM"] = (f"gelu_backward_gemm_kernel ({form})",
                                        f"{g2.block_m}x{g2.block_n} tiles, {g2.warps} warps; its fp32 fc2_weight strip "
                                        f"and fc1_output tile loaded before it waits, then K = {H} in one contraction")
     else:
@@ -73,8 +75,8 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
     g3 = for_tokens(plan.input_gemm, tokens)
     split = f", K split over {g3.splits} programs" if g3.splits > 1 else ""
     if weight_fp32:
-        start = " (a programmatic dependent of stage 2)" if early["input_grad_gemm_kernel"] else ""
-        out["3 input-gradient GEMM"] = (f"input_grad_gemm_kernel{start}",
+        form = dependent("input_grad_gemm_kernel", 2)
+        out["3 input-gradient GEMM"] = (f"input_grad_gemm_kernel ({form})" if form else "input_grad_gemm_kernel",
                                         f"{g3.block_m}x{g3.block_n} tiles, {g3.warps} warps{split}; its fp32 fc1_weight "
                                         f"strip loaded before it waits, then its K slice in one contraction")
     else:

@@ -36,8 +36,8 @@ from . import weight_grad_ws
 from .warp_specialization import KERNEL_REGISTERS
 
 WORKSPACE_ALIGNMENT = 256  # bytes
-# the shared-memory carveout (percent) of a kernel whose programmatic dependent needs much shared
-# memory on the same SMs while it runs (Launch.shared_carveout)
+# the shared-memory carveout (percent) of a kernel that shares its SMs with a shared-memory-heavy
+# one (stage 3 beside the gelu_output copy; a programmatic dependent beside the stage before it)
 _BESIDE_HEAVY = 100
 _GLUON_TYPES = {torch.float16: gl.float16, torch.float32: gl.float32}
 
@@ -296,7 +296,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # persistent programs first: placed after stage 3's, they would wait for its last wave
     copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I),
                    dict(BLOCK=plan.gelu_copy.block), dict(num_warps=plan.gelu_copy.warps), after=(1,),
-                   shared_carveout=100),) if gelu_copy_apart else ()
+                   shared_carveout=_BESIDE_HEAVY),) if gelu_copy_apart else ()
     launches = (stage1, stage2, *copy, stage3, stage4, column_sums)
     offsets, end = [], 0
     for w in workspaces:
