@@ -109,8 +109,9 @@ def measure(tokens: int, runs: dict, rounds: int) -> dict:
         for name in round_order(list(timed), k):
             gemm = name == "gemm_reference"
             r = time_call(timed[name], [] if gemm else inputs, [] if gemm else outputs, warmup=10, rep=50)
-            times[name].append({"us": r.median_ms * 1e3, "kernels_us": {n: round(v * 1e3, 2)
-                                                                         for n, v in r.activity_ms.items()}})
+            times[name].append({"us": r.median_ms * 1e3,
+                                "kernels_us": {n: round(v * 1e3, 2) for n, v in r.activity_ms.items()},
+                                "kernel_windows_us": {n: [round(t * 1e3, 2) for t in w] for n, w in r.window_ms.items()}})
     median = {name: statistics.median(t["us"] for t in runs_) for name, runs_ in times.items()}
     first = next(iter(runs))
     return {"tokens": tokens, "failures": failed, "times": times, "median_us": median,

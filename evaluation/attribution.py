@@ -48,6 +48,9 @@ class Attribution:
     # per activity name (kernel name, "MEMCPY", "MEMSET"): the median over iterations of its summed
     # GPU time in the iteration; the gaps between activities are what spans_ms adds on top
     activity_ms: dict[str, float] = field(default_factory=dict)
+    # per activity name: the medians over iterations of its first start and last end, in ms from the
+    # iteration's first GPU activity (a timeline: which kernels overlap, where the gaps are)
+    window_ms: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def median_ms(self) -> float:
@@ -71,6 +74,8 @@ def attribute(
     api_starts = [record.start for record in api_sorted]
 
     spans, first_set, busy = [], None, defaultdict(list)
+    starts: dict[str, list[float]] = defaultdict(list)
+    ends: dict[str, list[float]] = defaultdict(list)
     for i, (t0, t1) in enumerate(windows):
         lo, hi = bisect.bisect_left(api_starts, t0), bisect.bisect_right(api_starts, t1)
         ids = {record.correlation_id for record in api_sorted[lo:hi]}
@@ -82,11 +87,19 @@ def attribute(
             first_set = names
         elif names != first_set:
             raise RuntimeError(f"Inconsistent kernel names: {sorted(names)} != {sorted(first_set)}")
-        spans.append((max(a.end for a in owned) - min(a.start for a in owned)) / 1e6)
+        origin = min(a.start for a in owned)
+        spans.append((max(a.end for a in owned) - origin) / 1e6)
         iteration_busy: dict[str, int] = defaultdict(int)
+        first_start: dict[str, int] = {}
+        last_end: dict[str, int] = {}
         for activity in owned:
             iteration_busy[activity.name] += activity.end - activity.start
+            first_start[activity.name] = min(first_start.get(activity.name, activity.start), activity.start)
+            last_end[activity.name] = max(last_end.get(activity.name, activity.end), activity.end)
         for name, ns in iteration_busy.items():
             busy[name].append(ns / 1e6)
+            starts[name].append((first_start[name] - origin) / 1e6)
+            ends[name].append((last_end[name] - origin) / 1e6)
     activity_ms = {name: statistics.median(times) for name, times in busy.items()}
-    return Attribution(tuple(spans), frozenset(first_set or ()), activity_ms)
+    window_ms = {name: (statistics.median(starts[name]), statistics.median(ends[name])) for name in busy}
+    return Attribution(tuple(spans), frozenset(first_set or ()), activity_ms, window_ms)

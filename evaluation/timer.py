@@ -43,6 +43,7 @@ class TimingResult:
     kernel_set: frozenset[str]  # activity keys of one iteration (empty for the event timer)
     timer: str  # "cupti" or "cuda-events"
     activity_ms: dict[str, float] = field(default_factory=dict)  # GPU time per kernel name (CUPTI only)
+    window_ms: dict[str, tuple[float, float]] = field(default_factory=dict)  # its (start, end) in the call (CUPTI only)
     last_args: tuple = field(default=(), repr=False, compare=False)  # the last timed call's arguments
     last_return: object = field(default=None, repr=False, compare=False)  # and its return value
 
@@ -170,6 +171,7 @@ def time_call(
         spans_ms=attribution.spans_ms,
         kernel_set=attribution.kernel_set,
         activity_ms=attribution.activity_ms,
+        window_ms=attribution.window_ms,
         timer=TIMER_NAME,
         last_args=last_args,
         last_return=last_return,

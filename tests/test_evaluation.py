@@ -64,6 +64,15 @@ def test_attribution_spans_by_api_window_and_median():
     assert result.activity_ms == pytest.approx({"k": (30e-6 + 5e-6) / 2})  # busy 30 ns, then 5 ns
 
 
+def test_attribution_windows_are_offsets_from_the_iterations_first_activity():
+    api = [ApiRecord(10, 11, 1), ApiRecord(12, 13, 2), ApiRecord(110, 111, 3), ApiRecord(112, 113, 4)]
+    gpu = [_activity("a", 20, 30, 1), _activity("b", 25, 60, 2), _activity("a", 120, 124, 3), _activity("b", 130, 140, 4)]
+    result = attribute([(10, 13), (100, 115)], api, gpu)
+    # a: (0, 10 ns) then (0, 4 ns); b: (5, 40 ns) then (10, 20 ns); medians of two
+    assert result.window_ms["a"] == pytest.approx((0.0, 7e-6))
+    assert result.window_ms["b"] == pytest.approx((7.5e-6, 30e-6))
+
+
 def test_attribution_errors_match_the_official_messages():
     api = [ApiRecord(10, 11, 1), ApiRecord(110, 111, 2)]
     with pytest.raises(RuntimeError, match="No kernel activities recorded for iteration 1"):
