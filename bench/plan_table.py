@@ -30,7 +30,8 @@ def bounds(plan: configs.LaunchPlan) -> list[int]:
     """The last token count of each range in which nothing in the plan changes, ascending."""
     limits = {limit for table in (plan.layernorm, plan.fp16_chunk, plan.gelu_gemm, plan.input_gemm, plan.weight_gemm,
                                   plan.gelu_copy_beside_stage3) for limit, _ in table}
-    limits |= {plan.stage4_reads_fp32_from - 1, plan.overlap_stages_3_4_up_to, plan.programmatic_up_to}
+    limits |= {plan.stage4_reads_fp32_from - 1, plan.overlap_stages_3_4_up_to, plan.programmatic_up_to,
+               plan.split_stage4_up_to}
     return sorted(b for b in limits if 0 < b < configs.ANY_TOKENS) + [configs.ANY_TOKENS]
 
 
@@ -89,6 +90,8 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
                                           f"{_tile(g4)}, {g4.stages} operand buffers, tokens in 2 halves")
     else:
         layout = "fp32 inputs" if fp32_stage4 else "fp16 copies"
+        if sum(launch.kernel.__name__ == "weight_grad_kernel" for launch in call.launches) == 2:
+            beside = "two launches: grad_fc2_weight's beside stage 2, grad_fc1_weight's beside stage 3"
         out["4 weight-gradient GEMMs"] = (f"weight_grad_kernel ({layout}, {beside})",
                                           f"{_tile(g4)}, {g4.warps} warps, {g4.stages} stages")
     sums = plan.column_sums

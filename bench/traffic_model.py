@@ -460,6 +460,7 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
         known[f.name] = value
     known.setdefault("gelu_copy_beside_stage3", ((configs.ANY_TOKENS, 0),))  # in stage 1 in older records
     known.setdefault("programmatic_up_to", 0)  # stage 1 rounded the weights at every size in older records
+    known.setdefault("split_stage4_up_to", 0)  # stage 4 in one launch in older records
     if "column_sums" not in known and "sum_block_r" in record:  # the plan's one column-sum field in older records
         known["column_sums"] = dataclasses.replace(default.column_sums, block_r=record["sum_block_r"])
     if "layernorm" not in known and "layernorm_block_m" in record:  # one setting for every size

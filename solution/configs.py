@@ -139,6 +139,10 @@ class LaunchPlan:
     # whole weight strips before they wait for the stage before, and are launched as programmatic
     # dependents of it (so that they load while it runs); stage 1 then rounds no weights
     programmatic_up_to: int
+    # up to this many tokens stage 4 (Triton's) is two launches, one a weight gradient:
+    # grad_fc2_weight's needs only stage 1's outputs and starts when stage 1 ends, beside stage 2;
+    # grad_fc1_weight's waits for stage 2's grad_fc1_output
+    split_stage4_up_to: int
 
     def __hash__(self) -> int:
         """Computed once: the plan keys the per-shape caches that every call looks up."""
@@ -191,8 +195,10 @@ _TRITON_PLAN = LaunchPlan(
         (ANY_TOKENS, InputGemmConfig(block_m=128, block_n=256, block_k=64, warps=8, stages=3)),
     ),
     weight_gemm=(
-        # 2 pipeline stages: 128 tokens 18.6 vs 19.2 with 4 (results/few_tokens_plans_ab_2348c63.json)
-        (256, WeightGemmConfig(block_m=128, block_n=128, block_k=64, warps=4, stages=2)),
+        # 2 pipeline stages: 128 tokens 18.6 vs 19.2 with 4 (results/few_tokens_plans_ab_2348c63.json); 64x128
+        # tiles, twice the programs of the two launches: 131 tokens 21.1 vs 21.5 us with 128x128, 128 tokens 17.9
+        # both (results/ab_stage4_split_f001177_h100.json)
+        (256, WeightGemmConfig(block_m=64, block_n=128, block_k=64, warps=4, stages=2)),
         # 128x128x64, 4 stages, TMA: stage 4 781 vs 864 us with pointer loads at 131072 tokens (results/tma_7670f1e.json)
         (ANY_TOKENS, WeightGemmConfig(block_m=128, block_n=128, block_k=64, warps=4, stages=4)),
     ),
@@ -210,6 +216,9 @@ _TRITON_PLAN = LaunchPlan(
     # (H100, results/ab_programmatic_r5_78fed7d_h100.json); not measured beyond, where stage 2's one-tile programs
     # (64x64 from 257 tokens) outnumber the SMs
     programmatic_up_to=256,
+    # two launches: 128 tokens 17.9 vs 18.8 and 20.0 us in one, 131 tokens 21.5 vs 22.0 (H100, two runs:
+    # results/ab_stage4_split_f001177_h100.json); no change at 422-1163 tokens (same file)
+    split_stage4_up_to=256,
 )
 
 # Hopper (H100, H200). Triton 3.6 pipelines a wgmma whose A operand is in registers unsafely on sm_90
@@ -242,6 +251,7 @@ _SM90 = LaunchPlan(
     gelu_copy_beside_stage3=((ANY_TOKENS, 1),),
     gelu_copy=_TRITON_PLAN.gelu_copy,
     programmatic_up_to=_TRITON_PLAN.programmatic_up_to,
+    split_stage4_up_to=_TRITON_PLAN.split_stage4_up_to,
 )
 
 # Read-only: a sweep or a test builds its own plan (dataclasses.replace) and passes it to

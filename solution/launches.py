@@ -1,4 +1,4 @@
-"""What one call launches, for a shape and a plan: five or six kernels, their grids, the order they need,
+"""What one call launches, for a shape and a plan: five or six launches, their grids, the order they need,
 and their arguments named symbolically (a caller's tensor, a workspace, a TMA view of either, eps).
 
 The description depends only on the shape, the device's SM count and the plan, never on the data,
@@ -258,8 +258,12 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         _gemm_options(g3), after=(1,), programmatic=gdc)
     # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
     stage4_after = (1,) if stages_3_4_overlap else (3, 2) if gelu_copy_apart else (2,)
+    # grad_fc2_weight's half of Triton's stage 4 needs stage 1 alone (and gelu_output's copy, where that
+    # is a launch of its own): up to plan.split_stage4_up_to tokens it is a launch of its own, beside stage 2
+    split_stage4 = M <= plan.split_stage4_up_to and not ws_stage4
+    grad_fc2_weight_after = (2,) if gelu_copy_apart else (0,)
     if ws_stage4:  # Hopper: the caller's fp32 gelu_output and hidden_states in the MMA warpgroups' registers
-        stage4 = Launch(
+        stage4 = (Launch(
             weight_grad_ws.weight_grad_ws_kernel, weight_grad_ws.programs(H, I, g4.block_n),
             (Tiles(grad_residual_f16, (g4.block_k, g4.block_n), gluon=True),
              Tiles(gelu_output, (g4.block_k, weight_grad_ws.HALF_Q.value), gluon=True),
@@ -267,7 +271,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
              Tiles(hidden_states, (g4.block_k, weight_grad_ws.HALF_Q.value), gluon=True),
              weight_partials, arrivals, counters3, grad_fc2_weight, grad_fc1_weight, M),
             dict(H=H, I=I, STAGES=g4.stages), dict(num_warps=4, maxnreg=KERNEL_REGISTERS),
-            after=stage4_after)
+            after=stage4_after),)
     else:
         # the x side of each contraction in block_k x block_m blocks, the y side in block_k x block_n
         x_block, y_block = (g4.block_k, g4.block_m), (g4.block_k, g4.block_n)
@@ -277,11 +281,18 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         else:  # the fp16 copies (stage 1's; gelu_output's from the copy launch where there is one) on the y side
             operands4 = (Tiles(gelu_output_f16, y_block), Tiles(hidden_states_f16, y_block),
                          Tiles(grad_residual_f16, x_block), Tiles(grad_fc1_output, x_block))
-        stage4 = Launch(
-            weight_grad_kernel, weight_grad_programs(H, I, g4.block_m, g4.block_n),
-            (*operands4, grad_fc2_weight, grad_fc1_weight, M),
-            dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, FP32_INPUTS=fp32_stage4),
-            _gemm_options(g4), after=stage4_after)
+        args4 = (*operands4, grad_fc2_weight, grad_fc1_weight, M)
+        meta4 = dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, FP32_INPUTS=fp32_stage4)
+        programs4 = weight_grad_programs(H, I, g4.block_m, g4.block_n)
+        if split_stage4:  # programs [0, T) grad_fc2_weight's tiles, [T, 2T) grad_fc1_weight's
+            half = programs4 // 2
+            stage4 = (Launch(weight_grad_kernel, half, args4, dict(meta4, FIRST_PROGRAM=0), _gemm_options(g4),
+                             after=grad_fc2_weight_after),
+                      Launch(weight_grad_kernel, half, args4, dict(meta4, FIRST_PROGRAM=half), _gemm_options(g4),
+                             after=stage4_after))
+        else:
+            stage4 = (Launch(weight_grad_kernel, programs4, args4, dict(meta4, FIRST_PROGRAM=0), _gemm_options(g4),
+                             after=stage4_after),)
     # the column sums need stages 1 and 2 only: beside stages 3 and 4
     column_sums = Launch(
         column_sums_kernel, column_sum_programs(H, I, plan.column_sums.cols),
@@ -297,7 +308,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I),
                    dict(BLOCK=plan.gelu_copy.block), dict(num_warps=plan.gelu_copy.warps), after=(1,),
                    shared_carveout=_BESIDE_HEAVY),) if gelu_copy_apart else ()
-    launches = (stage1, stage2, *copy, stage3, stage4, column_sums)
+    launches = (stage1, stage2, *copy, stage3, *stage4, column_sums)
     offsets, end = [], 0
     for w in workspaces:
         offsets.append(end)

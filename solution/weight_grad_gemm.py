@@ -23,7 +23,9 @@ stage4_reads_fp32_from):
   Triton gives each its own pipeline buffers, twice the shared memory (160 KiB with fp32 A buffers).
 
 Programs [0, T) own the tiles of grad_fc2_weight, [T, 2T) those of grad_fc1_weight (both weights have
-H x I elements, so T tiles each). Every tile loops over all tokens in a fixed order, so the result is
+H x I elements, so T tiles each). One launch may run them all, or a launch of T programs one weight
+gradient (FIRST_PROGRAM = 0 or T): grad_fc2_weight's needs only stage 1's outputs, so it can start
+before stage 2 ends. Every tile loops over all tokens in a fixed order, so the result is
 deterministic. All GEMM operands are loaded by TMA.
 """
 
@@ -75,10 +77,11 @@ def weight_grad_kernel(
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
     FP32_INPUTS: tl.constexpr,  # gelu_output and hidden_states are the caller's fp32 tensors
+    FIRST_PROGRAM: tl.constexpr,  # program i does program (i + FIRST_PROGRAM)'s tile
 ):
     """Programs [0, T) take grad_fc2_weight's tiles, [T, 2T) grad_fc1_weight's. The descriptors'
     blocks: BLOCK_K x BLOCK_P for the x side of each contraction below, BLOCK_K x BLOCK_Q for y."""
-    pid = tl.program_id(0)
+    pid = tl.program_id(0) + FIRST_PROGRAM
     tiles: tl.constexpr = weight_grad_tiles(H, I, BLOCK_P, BLOCK_Q)
     if FP32_INPUTS:
         # transposed, the fp32 input as the MMA's A operand; one code path for both GEMMs (one set

@@ -270,16 +270,20 @@ def test_layernorm_launch_by_tokens():
     assert layernorm_row_programs(64, few, sms) != layernorm_row_programs(64, more, sms)
 
 
-def test_grids_of_stage4_and_the_column_sums():
-    """Stage 4's grid: both GEMMs' tiles, nothing else (one wave of 128 programs at H = 512, I =
-    2048); the column sums' grid: one program per COLS-wide slice of grad_ln_weight, grad_ln_bias,
-    grad_fc2_bias and grad_fc1_bias, exactly."""
-    plan = configs.PLANS["cpu"]
+@pytest.mark.parametrize("split_up_to", [0, configs.ANY_TOKENS], ids=["one-launch", "two-launches"])
+def test_grids_of_stage4_and_the_column_sums(split_up_to):
+    """Stage 4's grid: both GEMMs' tiles, nothing else, in one launch or in two launches of one
+    weight gradient each (programs [0, T) and [T, 2T)); the column sums' grid: one program per
+    COLS-wide slice of grad_ln_weight, grad_ln_bias, grad_fc2_bias and grad_fc1_bias, exactly."""
+    plan = dataclasses.replace(configs.PLANS["cpu"], split_stage4_up_to=split_up_to)
     for hidden, intermediate in ((512, 2048), (256, 1024)):
         call_ = describe_call(Dims(tokens=100, hidden=hidden, intermediate=intermediate, device=torch.device("cpu")), plan)
         g = configs.for_tokens(plan.weight_gemm, 100)
-        stage4, sums = call_.launches[3], call_.launches[4]
-        assert stage4.grid == 2 * (hidden // g.block_m) * (intermediate // g.block_n)
+        stage4 = [launch for launch in call_.launches if launch.kernel.__name__ == "weight_grad_kernel"]
+        sums = call_.launches[-1]
+        tiles = (hidden // g.block_m) * (intermediate // g.block_n)
+        assert [(launch.grid, launch.constexprs["FIRST_PROGRAM"]) for launch in stage4] == (
+            [(tiles, 0), (tiles, tiles)] if split_up_to else [(2 * tiles, 0)])
         assert sums.grid * sums.constexprs["COLS"] == 3 * hidden + intermediate
 
 
@@ -287,7 +291,7 @@ def test_gelu_copy_beside_stage3(device, nan_outputs, outputs_pass):
     """Stage 4 on fp16 copies after stage 3, with gelu_output's copy as its own launch beside stage 3
     (fp16_copy.py) instead of in stage 1: on a small shape, and its launches in that order."""
     plan = device_plan(device, stage4_reads_fp32_from=configs.ANY_TOKENS, overlap_stages_3_4_up_to=16,
-                       gelu_copy_beside_stage3=((configs.ANY_TOKENS, 1),))
+                       gelu_copy_beside_stage3=((configs.ANY_TOKENS, 1),), split_stage4_up_to=0)
     inputs = draw(2, 37, device, seed=321)
     outputs = nan_outputs(2, 37, device)
     call(inputs, outputs, plan)
@@ -303,15 +307,16 @@ def test_gelu_copy_beside_stage3(device, nan_outputs, outputs_pass):
 STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.ANY_TOKENS, id="stage4-reads-fp16-copies")]
 
 
+@pytest.mark.parametrize("split_up_to", [0, configs.ANY_TOKENS], ids=["one-launch", "two-launches"])
 @pytest.mark.parametrize("reads_fp32_from", STAGE4_LAYOUTS)
-def test_stage4_layouts(reads_fp32_from, device, nan_outputs, outputs_pass):
+def test_stage4_layouts(reads_fp32_from, split_up_to, device, nan_outputs, outputs_pass):
     """Both layouts on a small shape (rows past M masked): stage 4 on the fp32 gelu_output and
-    hidden_states, or on stage 1's fp16 copies of them."""
+    hidden_states, or on stage 1's fp16 copies of them; in one launch or in one a weight gradient."""
     if reads_fp32_from == 0:
         skip_on_hopper_gpu(device)
     inputs = draw(2, 37, device, seed=320)
     outputs = nan_outputs(2, 37, device)
-    call(inputs, outputs, device_plan(device, stage4_reads_fp32_from=reads_fp32_from))
+    call(inputs, outputs, device_plan(device, stage4_reads_fp32_from=reads_fp32_from, split_stage4_up_to=split_up_to))
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
@@ -348,14 +353,17 @@ def test_unaligned_stage4_fp32_operand(name, device, nan_outputs, outputs_pass):
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
-@pytest.mark.parametrize("overlap, stage4_after", [(False, 2), (True, 1)], ids=["in-order", "stages-3-4-concurrent"])
-def test_stage_order(overlap, stage4_after):
+@pytest.mark.parametrize("overlap, split, stage4_after", [
+    (False, False, [(2,)]), (True, False, [(1,)]), (True, True, [(0,), (1,)])],
+    ids=["in-order", "stages-3-4-concurrent", "grad-fc2-weight-beside-stage-2"])
+def test_stage_order(overlap, split, stage4_after):
     """Stage 4 waits for stage 2 only where stages 3 and 4 may run concurrently, else for stage 3;
-    the column sums wait for stage 2 (beside stages 3 and 4); every other stage waits for the one
-    before it."""
-    plan = dataclasses.replace(configs.PLANS["cpu"], overlap_stages_3_4_up_to=configs.ANY_TOKENS if overlap else 0)
+    split in two, grad_fc2_weight's launch waits for stage 1 alone; the column sums wait for stage 2
+    (beside stages 3 and 4); every other stage waits for the one before it."""
+    plan = dataclasses.replace(configs.PLANS["cpu"], overlap_stages_3_4_up_to=configs.ANY_TOKENS if overlap else 0,
+                               split_stage4_up_to=configs.ANY_TOKENS if split else 0)
     call_ = describe_call(Dims(tokens=100, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
-    assert [launch.after for launch in call_.launches] == [(), (0,), (1,), (stage4_after,), (1,)]
+    assert [launch.after for launch in call_.launches] == [(), (0,), (1,), *stage4_after, (1,)]
 
 
 @pytest.mark.parametrize("arch, tokens, overlap, weight_fp32, programmatic", [
