@@ -217,7 +217,8 @@ _TRITON_PLAN = LaunchPlan(
     # (64x64 from 257 tokens) outnumber the SMs
     programmatic_up_to=256,
     # two launches: 128 tokens 17.9 vs 18.8 and 20.0 us in one, 131 tokens 21.5 vs 22.0 (H100, two runs:
-    # results/ab_stage4_split_f001177_h100.json); no change at 422-1163 tokens (same file)
+    # results/ab_stage4_split_f001177_h100.json, results/ab_programmatic_640_f001177_h100.json); at every size
+    # up to 2048 tokens no change at 422-1163 (the first file)
     split_stage4_up_to=256,
 )
 
