@@ -15,12 +15,13 @@ sums' launch (column_sums.py) reduces in a fixed order (deterministic).
 
 The same launch rounds the other GEMM operands to fp16 once, so that the GEMM kernels read 16-bit
 operands: both weights as flat chunks of CHUNK elements (the programs after the row programs, one
-chunk each; not where stages 2 and 3 round their own weight strips, ROUND_WEIGHTS = False) and, below configs.LaunchPlan.stage4_reads_fp32_from tokens, the inputs that stage 4
-contracts over tokens: `hidden_states` in the row programs, alongside the LayerNorm rows
-(COPY_HIDDEN), and `gelu_output` in further flat chunks (COPY_GELU; unless the plan makes that copy
-beside stage 3, fp16_copy.py). From that threshold on stage 4 reads both fp32 inputs as they are and
-rounds them in its tiles. Where stage 3 splits its K
-loop or the Gluon stage 4 runs, the launch also zeroes their arrival counters.
+chunk each; not where stages 2 and 3 round their own weight strips, ROUND_WEIGHTS = False) and,
+below configs.LaunchPlan.stage4_reads_fp32_from tokens, the inputs that stage 4 contracts over
+tokens: `hidden_states` in the row programs, alongside the LayerNorm rows (COPY_HIDDEN), and
+`gelu_output` in further flat chunks (COPY_GELU; unless the plan makes that copy beside stage 3,
+fp16_copy.py). From that threshold on stage 4 reads both fp32 inputs as they are and rounds them in
+its tiles. Where stage 3 splits its K loop or the Gluon stage 4 runs, the launch also zeroes their
+arrival counters.
 """
 
 import triton
