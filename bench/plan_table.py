@@ -54,7 +54,8 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
     copies = "" if fp32_stage4 else ", hidden_states" + ("" if "fp16_copy_kernel" in kernels else ", gelu_output")
     out = {"1 LayerNorm backward": (
         "layernorm_backward_kernel",
-        f"{ln.block_m} rows a step on {ln.warps} warps, at most {ln.waves} row programs an SM; fp16 copies of "
+        f"{ln.block_m} rows a step on {ln.warps} warps, at most {ln.waves} row programs an SM"
+        + (", each next step's rows loaded early" if ln.prefetch else "") + "; fp16 copies of "
         + (f"{copies[2:]} (no weight copies)" if weight_fp32 else f"the weights ({chunk}-element chunks){copies}"))}
     g2 = for_tokens(plan.gelu_gemm, tokens)
     if isinstance(g2, configs.GeluGemmWsConfig):

@@ -32,6 +32,9 @@ class LayerNormConfig:
     block_m: int  # rows per LayerNorm-backward step
     warps: int  # warps of the stage-1 kernel
     waves: int  # LayerNorm-backward programs per SM at most (each loops over row blocks)
+    # each row program loads its next row block before this one's reductions and stores, so that a
+    # load is in flight while it computes (pays where programs loop over several blocks)
+    prefetch: bool = False
 
 
 @dataclass(frozen=True)
@@ -166,8 +169,10 @@ _TRITON_PLAN = LaunchPlan(
         (1024, LayerNormConfig(block_m=2, warps=2, waves=4)),
         # 8 rows on 4 warps: 1163 tokens 44.1 vs 53.7 with 2 rows on 2 (results/plan_sweeps_bf5f75e.json)
         (2048, LayerNormConfig(block_m=8, warps=4, waves=4)),
-        # 2 rows on 2 warps: 131072 tokens 2870 vs 2924 with 8 rows on 4 (results/large_layernorm_ab_2e0e05e.json)
-        (ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4)),
+        # 2 rows on 2 warps: 131072 tokens 2870 vs 2924 with 8 rows on 4 (results/large_layernorm_ab_2e0e05e.json);
+        # the next block prefetched: stage 1 327 vs 387 us at 131072 tokens, 25.0 vs 27.9 at 6824, 18.7 vs 19.1 at
+        # 2984 (H100, results/ab_stage1_variants_large_h100.json)
+        (ANY_TOKENS, LayerNormConfig(block_m=2, warps=2, waves=4, prefetch=True)),
     ),
     fp16_chunk=(
         # 2048-element chunks: 422 tokens 27.8 vs 29.1 with 8192 (results/few_tokens_parallelism_6caa1d8.json)

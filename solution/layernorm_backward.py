@@ -45,6 +45,7 @@ def layernorm_backward_rows(
     M,
     H: tl.constexpr,
     BLOCK_M: tl.constexpr,
+    PREFETCH: tl.constexpr,  # load the next row block before this one's reductions and stores
     COPY_HIDDEN: tl.constexpr,  # also round hidden_states to fp16
 ):
     cols = tl.arange(0, H)
@@ -52,13 +53,19 @@ def layernorm_backward_rows(
     sum_dy_xhat = tl.zeros([H], dtype=tl.float32)
     sum_dy = tl.zeros([H], dtype=tl.float32)
     sum_dx = tl.zeros([H], dtype=tl.float32)
+    if PREFETCH:
+        dy_next, xhat_next, var_next = load_row_block(first_block, grad_output, normalized, var, M, H, BLOCK_M)
     for block in range(first_block, tl.cdiv(M, BLOCK_M), block_stride):
+        if PREFETCH:
+            dy, xhat, var_rows = dy_next, xhat_next, var_next
+            dy_next, xhat_next, var_next = load_row_block(block + block_stride, grad_output, normalized, var, M, H,
+                                                          BLOCK_M)
+        else:
+            dy, xhat, var_rows = load_row_block(block, grad_output, normalized, var, M, H, BLOCK_M)
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
         row_ok = rows < M
         offsets = rows[:, None] * H + cols[None, :]
-        dy = tl.load(grad_output + offsets, mask=row_ok[:, None], other=0.0)
-        xhat = tl.load(normalized + offsets, mask=row_ok[:, None], other=0.0)
-        rstd = 1.0 / tl.sqrt(tl.load(var + rows, mask=row_ok, other=1.0) + eps)
+        rstd = 1.0 / tl.sqrt(var_rows + eps)
         g = dy * w[None, :]
         c1 = tl.sum(g, axis=1) / H
         c2 = tl.sum(g * xhat, axis=1) / H
@@ -74,6 +81,18 @@ def layernorm_backward_rows(
     tl.store(partials_row + 0 * H + cols, sum_dy_xhat)
     tl.store(partials_row + 1 * H + cols, sum_dy)
     tl.store(partials_row + 2 * H + cols, sum_dx)
+
+
+@triton.jit
+def load_row_block(block, grad_output, normalized, var, M, H: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Row block `block`'s grad_output and normalized rows and their variances; rows past M (a
+    whole block past the last, where a prefetch overshoots) load as zeros and variance 1."""
+    rows = block * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+    row_ok = rows < M
+    offsets = rows[:, None] * H + tl.arange(0, H)[None, :]
+    dy = tl.load(grad_output + offsets, mask=row_ok[:, None], other=0.0)
+    xhat = tl.load(normalized + offsets, mask=row_ok[:, None], other=0.0)
+    return dy, xhat, tl.load(var + rows, mask=row_ok, other=1.0)
 
 
 @triton.jit
@@ -127,6 +146,7 @@ def layernorm_backward_kernel(
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK_M: tl.constexpr,
+    PREFETCH: tl.constexpr,  # the row programs load each next row block early (layernorm_backward_rows)
     CHUNK: tl.constexpr,
     COPY_HIDDEN: tl.constexpr,  # also write hidden_states_f16 (else None)
     COPY_GELU: tl.constexpr,  # also write gelu_output_f16 (else None: not needed, or made beside stage 3)
@@ -146,7 +166,7 @@ def layernorm_backward_kernel(
     if pid < row_programs:
         layernorm_backward_rows(pid, row_programs, grad_output, normalized, var, ln_weight, eps, hidden_states,
                                 grad_residual, grad_residual_f16, hidden_states_f16, partials + pid * (3 * H),
-                                M, H, BLOCK_M, COPY_HIDDEN)
+                                M, H, BLOCK_M, PREFETCH, COPY_HIDDEN)
     else:
         round_to_fp16_chunk(pid - row_programs, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
                             gelu_output_f16, M, H, I, CHUNK, COPY_GELU, ROUND_WEIGHTS)

@@ -240,8 +240,8 @@ def test_unaligned_fc1_output(device, nan_outputs, outputs_pass):
 
 
 @pytest.mark.parametrize("layernorm", [configs.LayerNormConfig(2, 2, 4), configs.LayerNormConfig(1, 4, 1),
-                                       configs.LayerNormConfig(8, 4, 4)],
-                         ids=["2rows-w2", "1row-one-wave", "8rows"])
+                                       configs.LayerNormConfig(8, 4, 4), configs.LayerNormConfig(2, 2, 1, prefetch=True)],
+                         ids=["2rows-w2", "1row-one-wave", "8rows", "2rows-prefetched"])
 def test_layernorm_launch(layernorm, device, nan_outputs, outputs_pass):
     """Stage 1's row step, warps and program count: every setting gives the reference's outputs
     (rows past M masked; stage 4 sums several LayerNorm partial rows)."""
