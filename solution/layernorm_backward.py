@@ -54,18 +54,20 @@ def layernorm_backward_rows(
     sum_dy = tl.zeros([H], dtype=tl.float32)
     sum_dx = tl.zeros([H], dtype=tl.float32)
     if PREFETCH:
-        dy_next, xhat_next, var_next = load_row_block(first_block, grad_output, normalized, var, M, H, BLOCK_M)
+        first_rows = first_block * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+        dy_next, xhat_next, var_next = load_rows(first_rows, grad_output, normalized, var, M, H)
     for block in range(first_block, tl.cdiv(M, BLOCK_M), block_stride):
-        if PREFETCH:
-            dy, xhat, var_rows = dy_next, xhat_next, var_next
-            dy_next, xhat_next, var_next = load_row_block(block + block_stride, grad_output, normalized, var, M, H,
-                                                          BLOCK_M)
-        else:
-            dy, xhat, var_rows = load_row_block(block, grad_output, normalized, var, M, H, BLOCK_M)
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
         row_ok = rows < M
         offsets = rows[:, None] * H + cols[None, :]
-        rstd = 1.0 / tl.sqrt(var_rows + eps)
+        if PREFETCH:
+            dy, xhat = dy_next, xhat_next
+            rstd = 1.0 / tl.sqrt(var_next + eps)
+            dy_next, xhat_next, var_next = load_rows(rows + block_stride * BLOCK_M, grad_output, normalized, var,
+                                                     M, H)
+        else:
+            dy, xhat, var_rows = load_rows(rows, grad_output, normalized, var, M, H)
+            rstd = 1.0 / tl.sqrt(var_rows + eps)
         g = dy * w[None, :]
         c1 = tl.sum(g, axis=1) / H
         c2 = tl.sum(g * xhat, axis=1) / H
@@ -84,16 +86,14 @@ def layernorm_backward_rows(
 
 
 @triton.jit
-def load_row_block(block, grad_output, normalized, var, M, H: tl.constexpr, BLOCK_M: tl.constexpr):
-    """Row block `block`'s grad_output and normalized rows and their variances; rows past M (a
-    whole block past the last, where a prefetch overshoots) load as zeros and variance 1."""
-    rows = block * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+def load_rows(rows, grad_output, normalized, var, M, H: tl.constexpr):
+    """The grad_output and normalized rows `rows` (int64) and their variances; rows past M (a whole
+    block past the last, where a prefetch overshoots) load as zeros and variance 1."""
     row_ok = rows < M
     offsets = rows[:, None] * H + tl.arange(0, H)[None, :]
     dy = tl.load(grad_output + offsets, mask=row_ok[:, None], other=0.0)
     xhat = tl.load(normalized + offsets, mask=row_ok[:, None], other=0.0)
     return dy, xhat, tl.load(var + rows, mask=row_ok, other=1.0)
-
 
 @triton.jit
 def round_to_fp16_chunk(

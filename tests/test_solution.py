@@ -251,6 +251,21 @@ def test_layernorm_launch(layernorm, device, nan_outputs, outputs_pass):
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
+def test_layernorm_prefetch_changes_no_value(device, nan_outputs):
+    """The prefetched row loop computes the same values in the same order: every output equals the
+    unprefetched loop's bit for bit (one program an SM, so each program loops over several blocks
+    and its prefetch overshoots past the last row)."""
+    inputs = draw(2, 37, device, seed=341)
+    results = []
+    for prefetch in (False, True):
+        outputs = nan_outputs(2, 37, device)
+        layernorm = configs.LayerNormConfig(2, 2, 1, prefetch=prefetch)
+        call(inputs, outputs, device_plan(device, layernorm=((configs.ANY_TOKENS, layernorm),)))
+        results.append(outputs)
+    for name in results[0]:
+        assert torch.equal(results[0][name], results[1][name]), name
+
+
 def test_layernorm_launch_by_tokens():
     """Stage 1's launch follows the plan's by-token table at its bound: the row step, warps and row
     programs of the entry the call's tokens reach; the column sums add as many LayerNorm partial rows."""
