@@ -284,15 +284,13 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         args4 = (*operands4, grad_fc2_weight, grad_fc1_weight, M)
         meta4 = dict(H=H, I=I, BLOCK_P=g4.block_m, BLOCK_Q=g4.block_n, BLOCK_K=g4.block_k, FP32_INPUTS=fp32_stage4)
         programs4 = weight_grad_programs(H, I, g4.block_m, g4.block_n)
-        if split_stage4:  # programs [0, T) grad_fc2_weight's tiles, [T, 2T) grad_fc1_weight's
-            half = programs4 // 2
-            stage4 = (Launch(weight_grad_kernel, half, args4, dict(meta4, FIRST_PROGRAM=0), _gemm_options(g4),
-                             after=grad_fc2_weight_after),
-                      Launch(weight_grad_kernel, half, args4, dict(meta4, FIRST_PROGRAM=half), _gemm_options(g4),
-                             after=stage4_after))
-        else:
-            stage4 = (Launch(weight_grad_kernel, programs4, args4, dict(meta4, FIRST_PROGRAM=0), _gemm_options(g4),
-                             after=stage4_after),)
+        # (first program, programs, after) of each launch; where split, programs [0, T) take
+        # grad_fc2_weight's tiles and [T, 2T) grad_fc1_weight's
+        half = programs4 // 2
+        parts = (((0, half, grad_fc2_weight_after), (half, half, stage4_after)) if split_stage4 else
+                 ((0, programs4, stage4_after),))
+        stage4 = tuple(Launch(weight_grad_kernel, programs, args4, dict(meta4, FIRST_PROGRAM=first), _gemm_options(g4),
+                              after=after) for first, programs, after in parts)
     # the column sums need stages 1 and 2 only: beside stages 3 and 4
     column_sums = Launch(
         column_sums_kernel, column_sum_programs(H, I, plan.column_sums.cols),
