@@ -222,8 +222,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
          None if weight_fp32 else fc2_weight, grad_residual, grad_residual_f16,
          hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None, fc1_weight_f16, fc2_weight_f16,
          ln_partials, arrivals, M, row_programs, counters or None),
-        dict(H=H, I=I, BLOCK_M=ln.block_m, PREFETCH=ln.prefetch, CHUNK=chunk, COPY_HIDDEN=not fp32_stage4, COPY_GELU=copy_gelu_in_stage1,
-             ROUND_WEIGHTS=not weight_fp32, GDC=gdc),
+        dict(H=H, I=I, BLOCK_M=ln.block_m, PREFETCH=ln.prefetch, CHUNK=chunk, COPY_HIDDEN=not fp32_stage4,
+             COPY_GELU=copy_gelu_in_stage1, ROUND_WEIGHTS=not weight_fp32, GDC=gdc),
         dict(num_warps=ln.warps), after=(), shared_carveout=_BESIDE_HEAVY if gdc else None)
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, WEIGHT_FP32=weight_fp32, GDC=gdc)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)

@@ -95,6 +95,7 @@ def load_rows(rows, grad_output, normalized, var, M, H: tl.constexpr):
     xhat = tl.load(normalized + offsets, mask=row_ok[:, None], other=0.0)
     return dy, xhat, tl.load(var + rows, mask=row_ok, other=1.0)
 
+
 @triton.jit
 def round_to_fp16_chunk(
     chunk,  # in [0, fp16_chunks(...)): any weight chunks, then any gelu_output ones
