@@ -5,8 +5,11 @@ Official timer: evaluation.timer.time_call (CUPTI spans, shifting addresses, col
 which also counts the launch gaps between kernels.
 Per kernel: the official timer's CUPTI kernel records (GPU time per kernel name, median over the
 timed calls); the official time minus their sum is the idle time between kernels.
+With --clocks: the SM clock, power draw and throttle reasons sampled during each measurement
+(bench/clocks.py), which tell a slower kernel from a slower clock.
 
     python bench/profile_stages.py --tokens 131072 17312 --sweep layernorm --out out/stages.json
+    python bench/profile_stages.py --tokens 131072 98304 69568 --clocks
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from contextlib import nullcontext
 from functools import partial
 
 import torch
@@ -22,6 +26,7 @@ import triton
 
 import reference
 from bench import traffic_model
+from bench.clocks import ClockLog
 from bench.gpu import make_folders, require_gpu, writable
 from evaluation.provenance import provenance
 from evaluation.timer import time_call
@@ -90,6 +95,7 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", type=int, nargs="+", default=[128, 1163, 17312, 131072])
     parser.add_argument("--sweep", choices=sorted(SWEEPS), help="also try these variants")
     parser.add_argument("--out", default="out/stages.json")
+    parser.add_argument("--clocks", action="store_true", help="sample the SM clock, power and throttle reasons")
     args = parser.parse_args(argv)
     if min(args.tokens) < 1:
         parser.error(f"--tokens {args.tokens}: token counts are at least 1")
@@ -103,22 +109,37 @@ def main(argv=None) -> int:
         if args.sweep:
             variants += [(_variant_name(o), dataclasses.replace(base, **o)) for o in SWEEPS[args.sweep]]
         for name, plan in variants:
+            log = ClockLog(device) if args.clocks else nullcontext()
             try:
-                r = measure(tokens, plan, device)
+                with log:
+                    r = measure(tokens, plan, device)
             except Exception as e:  # an over-sized config fails to compile: record it and go on
                 r = {"tokens": tokens, "error": repr(e)[:300]}
+            if args.clocks:
+                r["clocks"] = log.summary()
             r["variant"] = name
             rows.append(r)
             ks = " ".join(f"{k.replace('_kernel', '')}={v * 1000:.0f}us" for k, v in sorted(r.get("kernels_ms", {}).items()))
             _write(args.out, rows)
             print(f"M={tokens:>6} {name:>36}: {r.get('ms', float('nan')) * 1000:9.1f} us "
                   f"[{r.get('timer', '-')} {r.get('official_ms', float('nan')) * 1000:8.1f} us] "
-                  f"{r.get('tflops', 0):6.1f} TFLOP/s | {ks or r.get('error')}", flush=True)
+                  f"{r.get('tflops', 0):6.1f} TFLOP/s | {ks or r.get('error')}" + _clock_note(r), flush=True)
     failed = [r["tokens"] for r in rows if r["variant"] == "default" and "error" in r]
     if failed:  # a sweep's variant may fail to compile; the device's own plan must not
         print(f"profile_stages: the device's plan failed at {failed} tokens (errors in {args.out})", file=sys.stderr)
         return 1
     return 0
+
+
+def _clock_note(row: dict) -> str:
+    """The clock summary of a row measured with --clocks, for its printed line."""
+    c = row.get("clocks")
+    if c is None:
+        return ""
+    if "error" in c:
+        return f" | clocks: {c['error']}"
+    return (f" | SM {c['sm_mhz']['min']:.0f}-{c['sm_mhz']['max']:.0f} MHz, up to {c['power_w']['max']:.0f} W"
+            f"{', ' + '/'.join(c['reasons']) if c['reasons'] else ''}")
 
 
 def _write(path: str, rows: list) -> None:

@@ -152,3 +152,37 @@ def test_ab_rounds_alternate_which_side_runs_first():
     names = ["old", "checkout"]
     assert [round_order(names, k) for k in range(3)] == [names, names[::-1], names]
     assert all(sorted(round_order(["a", "b", "c"], k)) == ["a", "b", "c"] for k in range(4))
+
+
+def test_clock_summary_spreads_the_samples_and_names_the_reasons():
+    from bench.clocks import summarize
+    text = "1980, 350.5, 0x0000000000000000\n1755, 690.0, 0x0000000000000004\n[N/A], [N/A], [N/A]\n1830, 700.2, 0x1\n"
+    s = summarize(text)
+    assert s["samples"] == 3
+    assert s["sm_mhz"] == {"min": 1755.0, "median": 1830.0, "max": 1980.0}
+    assert s["power_w"]["max"] == 700.2
+    assert s["reasons"] == ["SwPowerCap"]  # GpuIdle (0x1) is not a slowdown
+    assert summarize("Field \"clocks_event_reasons.active\" is not a valid field to query.\n") == {
+        "error": "no samples: Field \"clocks_event_reasons.active\" is not a valid field to query."}
+
+
+def test_clock_log_samples_while_its_block_runs(tmp_path, monkeypatch):
+    """The sampler's child process, here a stand-in for nvidia-smi that prints two samples; and
+    without nvidia-smi a summary that says so, the measurement untouched."""
+    import shutil
+    import time
+
+    from bench import clocks
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho '1980, 400.0, 0x0'\necho '1900, 650.0, 0x4'\nexec sleep 30\n")
+    smi.chmod(0o755)
+    monkeypatch.setattr(shutil, "which", lambda name: str(smi) if name == "nvidia-smi" else None)
+    monkeypatch.setattr(clocks, "_smi_id", lambda device: [])
+    with clocks.ClockLog(torch.device("cpu")) as log:
+        time.sleep(0.5)
+    assert log.summary() == {"samples": 2, "sm_mhz": {"min": 1900.0, "median": 1940.0, "max": 1980.0},
+                             "power_w": {"min": 400.0, "median": 525.0, "max": 650.0}, "reasons": ["SwPowerCap"]}
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with clocks.ClockLog(torch.device("cpu")) as log:
+        pass
+    assert log.summary() == {"error": "nvidia-smi not found"}
