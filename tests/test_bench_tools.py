@@ -66,8 +66,8 @@ def test_score_elasticity_is_the_derivative_of_the_score(capsys):
 
 # -- command lines: --help does no work; a bad argument is a usage error before the GPU check -------------
 
-HELP_TOOLS = ["bench/ab.py", "bench/plan_table.py", "bench/ptx_fingerprints.py", "bench/results_index.py",
-              "tests/fixtures/make_fixtures.py"]
+HELP_TOOLS = ["bench/ab.py", "bench/plan_table.py", "bench/profile_call.py", "bench/ptx_fingerprints.py",
+              "bench/results_index.py", "tests/fixtures/make_fixtures.py"]
 
 
 def _run_tool(path: str, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -91,6 +91,8 @@ BAD_ARGUMENTS = [  # (tool, arguments, what the error line must say)
     ("bench/ab.py", ["solution", "--rounds", "0"], "--rounds 0: at least 1"),
     ("bench/ab.py", ["checkout=solution"], "the name must be an identifier other than 'checkout'"),
     ("bench/ab.py", ["solution", "solution"], "two packages are named alike"),
+    ("bench/profile_call.py", ["--tokens", "0"], "'0': not a whole number of at least 1"),
+    ("bench/profile_call.py", ["--tokens", "128", "--package", "/nonexistent"], "'/nonexistent': not a solution package"),
     ("bench/ptx_fingerprints.py", ["--arch", "sm_80"], "invalid choice: 'sm_80'"),
     ("tests/fixtures/make_fixtures.py", ["--bogus"], "unrecognized arguments: --bogus"),
 ]
@@ -112,6 +114,7 @@ def test_refusals_of_the_environment_are_one_line():
     cases = [("bench/ptx_fingerprints.py", [], {"TRITON_INTERPRET": "1"}, "unset TRITON_INTERPRET")]
     if not torch.cuda.is_available():
         cases.append(("bench/ab.py", ["solution", "--tokens", "128"], {}, "needs a CUDA GPU"))
+        cases.append(("bench/profile_call.py", ["--tokens", "128"], {}, "needs a CUDA GPU"))
     for tool, args, env, message in cases:
         result = _run_tool(tool, *args, **env)
         lines = result.stderr.strip().splitlines()
