@@ -114,7 +114,6 @@ def test_refusals_of_the_environment_are_one_line():
     cases = [("bench/ptx_fingerprints.py", [], {"TRITON_INTERPRET": "1"}, "unset TRITON_INTERPRET")]
     if not torch.cuda.is_available():
         cases.append(("bench/ab.py", ["solution", "--tokens", "128"], {}, "needs a CUDA GPU"))
-        cases.append(("bench/profile_call.py", ["--tokens", "128"], {}, "needs a CUDA GPU"))
     for tool, args, env, message in cases:
         result = _run_tool(tool, *args, **env)
         lines = result.stderr.strip().splitlines()

@@ -116,6 +116,7 @@ def test_gpu_tools_check_their_output_path_but_make_nothing_without_a_gpu(tmp_pa
 # Every tool that needs a CUDA GPU, by module: the name its one line gives it, and arguments that pass
 # its checks before the GPU check ({tmp}: a fresh folder)
 GPU_TOOLS = {"bench.ab": ("ab", ["solution", "--tokens", "128", "--out", "{tmp}/out.json"]),
+             "bench.profile_call": ("profile_call", ["--tokens", "128"]),
              "bench.profile_stages": ("profile_stages", ["--out", "{tmp}/out.json"]),
              "bench.real_use": ("real_use", ["--out", "{tmp}/out.json"]),
              "bench.verify_workloads": ("verify_workloads", ["--out", "{tmp}/out.json"]),
