@@ -14,9 +14,9 @@ import sys
 
 import torch
 
-import reference
 from bench.ab import load_run, package_dir
 from bench.gpu import require_gpu
+from bench.profile_stages import draw_call
 
 
 def positive(arg: str) -> int:
@@ -42,10 +42,7 @@ def main(argv=None) -> int:
         run = load_run(directory, name)
     else:
         from solution.ffn_backward import run
-    torch.manual_seed(0)
-    inputs = reference.make_inputs(1, args.tokens, device)
-    shapes = reference.output_shapes(1, args.tokens)
-    outputs = [torch.empty(shapes[n], device=device) for n in reference.OUTPUT_NAMES]
+    inputs, outputs = draw_call(args.tokens, device)
     for _ in range(args.calls):
         run(*inputs, *outputs)
     torch.cuda.synchronize()

@@ -69,7 +69,8 @@ def _variant_name(overrides: dict) -> str:
     return ",".join(f"{k}={fmt(v)}" for k, v in overrides.items())
 
 
-def _inputs(tokens: int, device):
+def draw_call(tokens: int, device):
+    """(inputs drawn with seed 0, output tensors) of a call with `tokens` tokens, batch 1."""
     torch.manual_seed(0)
     inputs = reference.make_inputs(1, tokens, device)
     shapes = reference.output_shapes(1, tokens)
@@ -78,7 +79,7 @@ def _inputs(tokens: int, device):
 
 
 def measure(tokens: int, plan: configs.LaunchPlan, device) -> dict:
-    inputs, outputs = _inputs(tokens, device)
+    inputs, outputs = draw_call(tokens, device)
     run = partial(run_with_plan, plan)
     ms = triton.testing.do_bench(lambda: run(*inputs, *outputs), warmup=25, rep=200, return_mode="median")
     official = time_call(run, list(inputs), outputs, warmup=10, rep=50)
