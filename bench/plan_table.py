@@ -31,8 +31,9 @@ def bounds(plan: configs.LaunchPlan) -> list[int]:
     limits = {limit for table in (plan.layernorm, plan.fp16_chunk, plan.gelu_gemm, plan.input_gemm, plan.weight_gemm,
                                   plan.gelu_copy_beside_stage3) for limit, _ in table}
     limits |= {plan.stage4_reads_fp32_from - 1, plan.overlap_stages_3_4_up_to, plan.programmatic_up_to,
-               plan.split_stage4_up_to}
-    return sorted(b for b in limits if 0 < b < configs.ANY_TOKENS) + [configs.ANY_TOKENS]
+               plan.split_stage4_up_to, plan.column_sums_early_from - 1}
+    # (a "from" field at ANY_TOKENS, which no call reaches, gives ANY_TOKENS - 1: no bound)
+    return sorted(b for b in limits if 0 < b < configs.ANY_TOKENS - 1) + [configs.ANY_TOKENS]
 
 
 def _tile(c) -> str:
@@ -96,7 +97,9 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
         out["4 weight-gradient GEMMs"] = (f"weight_grad_kernel ({layout}, {beside})",
                                           f"{_tile(g4)}, {g4.warps} warps, {g4.stages} stages")
     sums = plan.column_sums
-    out["column sums"] = ("column_sums_kernel (beside stages 3 and 4)",
+    placed = ("recorded right after stage 2" if tokens >= plan.column_sums_early_from else
+              "recorded after stage 4")
+    out["column sums"] = (f"column_sums_kernel (beside stages 3 and 4, {placed})",
                           f"{sums.cols}-column slices, {sums.block_r} rows a step, {sums.warps} warps")
     return out
 

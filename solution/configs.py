@@ -146,6 +146,10 @@ class LaunchPlan:
     # grad_fc2_weight's needs only stage 1's outputs and starts when stage 1 ends, beside stage 2;
     # grad_fc1_weight's waits for stage 2's grad_fc1_output
     split_stage4_up_to: int
+    # from this many tokens the column sums are recorded right after stage 2, so that the GPU places
+    # their programs beside stage 3's first wave; below, after stage 4, so that they take the SMs that
+    # stage 3's last wave leaves (and may still hold some when stage 4 starts)
+    column_sums_early_from: int
 
     def __hash__(self) -> int:
         """Computed once: the plan keys the per-shape caches that every call looks up."""
@@ -225,6 +229,7 @@ _TRITON_PLAN = LaunchPlan(
     # results/ab_stage4_split_f001177_h100.json, results/ab_programmatic_640_f001177_h100.json); at every size
     # up to 2048 tokens no change at 422-1163 (the first file)
     split_stage4_up_to=256,
+    column_sums_early_from=ANY_TOKENS,  # not measured with the Triton stage 4
 )
 
 # Hopper (H100, H200). Triton 3.6 pipelines a wgmma whose A operand is in registers unsafely on sm_90
@@ -258,6 +263,11 @@ _SM90 = LaunchPlan(
     gelu_copy=_TRITON_PLAN.gelu_copy,
     programmatic_up_to=_TRITON_PLAN.programmatic_up_to,
     split_stage4_up_to=_TRITON_PLAN.split_stage4_up_to,
+    # early from 32768 tokens: 131072 tokens 2587-2633 vs 3102-3166 us, 69568 1400-1402 vs 1428-1456 (stage 4 no
+    # longer starts beside the sums: 890-919 vs 1402-1459 us at 131072), but 17312 398-400 vs 394-395 and 6824
+    # 178-179 vs 175 (stage 3 slower beside the sums); no workload between 17312 and 69568 (H100,
+    # results/ab_column_sums_67adb77_h100.json, side first)
+    column_sums_early_from=32768,
 )
 
 # Read-only: a sweep or a test builds its own plan (dataclasses.replace) and passes it to

@@ -176,6 +176,14 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # its stream: no gelu_output copy between them.
     weight_fp32 = weights_read_fp32(M, plan)
     gdc = weight_fp32 and not gelu_copy_apart
+    sums_early = M >= plan.column_sums_early_from
+    if sums_early and gdc:
+        raise ValueError(f"plan.column_sums_early_from: at {M} tokens stage 3 is a programmatic dependent of stage 2, "
+                         f"which it must follow on its stream; the column sums cannot be recorded between them")
+    # each launch's index in the call: stages 1 and 2, [the column sums], [gelu_output's copy], stage 3,
+    # stage 4 (one or two launches), [the column sums]
+    copy_index = 2 + sums_early
+    stage3_index = copy_index + gelu_copy_apart
 
     # the caller's tensors, as the kernels index them
     def caller(name: str, *shape: int) -> Buffer:
@@ -257,11 +265,12 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m, SPLITS=g3.splits, WEIGHT_FP32=weight_fp32, GDC=gdc),
         _gemm_options(g3), after=(1,), programmatic=gdc)
     # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
-    stage4_after = (1,) if stages_3_4_overlap else (3, 2) if gelu_copy_apart else (2,)
+    stage4_after = ((1,) if stages_3_4_overlap else (stage3_index, copy_index) if gelu_copy_apart else
+                    (stage3_index,))
     # grad_fc2_weight's half of Triton's stage 4 needs stage 1 alone (and gelu_output's copy, where that
     # is a launch of its own): up to plan.split_stage4_up_to tokens it is a launch of its own, beside stage 2
     split_stage4 = M <= plan.split_stage4_up_to and not ws_stage4
-    grad_fc2_weight_after = (2,) if gelu_copy_apart else (0,)
+    grad_fc2_weight_after = (copy_index,) if gelu_copy_apart else (0,)
     if ws_stage4:  # Hopper: the caller's fp32 gelu_output and hidden_states in the MMA warpgroups' registers
         stage4 = (Launch(
             weight_grad_ws.weight_grad_ws_kernel, weight_grad_ws.programs(H, I, g4.block_n),
@@ -291,7 +300,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
                  ((0, programs4, stage4_after),))
         stage4 = tuple(Launch(weight_grad_kernel, programs, args4, dict(meta4, FIRST_PROGRAM=first), _gemm_options(g4),
                               after=after) for first, programs, after in parts)
-    # the column sums need stages 1 and 2 only: beside stages 3 and 4
+    # the column sums need stages 1 and 2 only: beside stages 3 and 4 (recorded early or last: the plan's
+    # column_sums_early_from)
     column_sums = Launch(
         column_sums_kernel, column_sum_programs(H, I, plan.column_sums.cols),
         (ln_partials, row_programs, bias_partials, bias_partial_rows, grad_ln_weight, grad_ln_bias, grad_fc2_bias,
@@ -306,7 +316,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I),
                    dict(BLOCK=plan.gelu_copy.block), dict(num_warps=plan.gelu_copy.warps), after=(1,),
                    shared_carveout=_BESIDE_HEAVY),) if gelu_copy_apart else ()
-    launches = (stage1, stage2, *copy, stage3, *stage4, column_sums)
+    sums_first, sums_last = ((column_sums,), ()) if sums_early else ((), (column_sums,))
+    launches = (stage1, stage2, *sums_first, *copy, stage3, *stage4, *sums_last)
     offsets, end = [], 0
     for w in workspaces:
         offsets.append(end)

@@ -302,21 +302,27 @@ def test_grids_of_stage4_and_the_column_sums(split_up_to):
         assert sums.grid * sums.constexprs["COLS"] == 3 * hidden + intermediate
 
 
-def test_gelu_copy_beside_stage3(device, nan_outputs, outputs_pass):
+@pytest.mark.parametrize("sums_early", [False, True], ids=["sums-last", "sums-early"])
+def test_gelu_copy_beside_stage3(sums_early, device, nan_outputs, outputs_pass):
     """Stage 4 on fp16 copies after stage 3, with gelu_output's copy as its own launch beside stage 3
-    (fp16_copy.py) instead of in stage 1: on a small shape, and its launches in that order."""
+    (fp16_copy.py) instead of in stage 1: on a small shape, and its launches in that order, the
+    column sums last or right after stage 2."""
     plan = device_plan(device, stage4_reads_fp32_from=configs.ANY_TOKENS, overlap_stages_3_4_up_to=16,
-                       gelu_copy_beside_stage3=((configs.ANY_TOKENS, 1),), split_stage4_up_to=0)
+                       gelu_copy_beside_stage3=((configs.ANY_TOKENS, 1),), split_stage4_up_to=0,
+                       column_sums_early_from=1 if sums_early else configs.ANY_TOKENS)
     inputs = draw(2, 37, device, seed=321)
     outputs = nan_outputs(2, 37, device)
     call(inputs, outputs, plan)
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
     launches = describe_call(Dims(tokens=74, hidden=512, intermediate=2048, device=torch.device("cpu")), plan).launches
     names = [launch.kernel.fn.__name__ for launch in launches]
-    assert names[2:5] == ["fp16_copy_kernel", "input_grad_gemm_kernel", "weight_grad_kernel"]
-    assert launches[2].after == launches[3].after == (1,) and launches[4].after == (3, 2)
+    copy = 2 + sums_early  # the copy's index
+    assert names[copy:copy + 3] == ["fp16_copy_kernel", "input_grad_gemm_kernel", "weight_grad_kernel"]
+    assert names.index("column_sums_kernel") == (2 if sums_early else 5)
+    assert launches[copy].after == launches[copy + 1].after == (1,) and launches[copy + 2].after == (copy + 1, copy)
     assert not launches[0].constexprs["COPY_GELU"] and launches[0].constexprs["COPY_HIDDEN"]
-    assert launches[2].shared_carveout == 100 and all(launch.shared_carveout is None for launch in launches[3:])
+    assert launches[copy].shared_carveout == 100
+    assert all(launch.shared_carveout is None for k, launch in enumerate(launches) if k != copy)
 
 
 STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.ANY_TOKENS, id="stage4-reads-fp16-copies")]
@@ -368,17 +374,34 @@ def test_unaligned_stage4_fp32_operand(name, device, nan_outputs, outputs_pass):
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
+@pytest.mark.parametrize("sums_early", [False, True], ids=["sums-last", "sums-early"])
 @pytest.mark.parametrize("overlap, split, stage4_after", [
-    (False, False, [(2,)]), (True, False, [(1,)]), (True, True, [(0,), (1,)])],
+    (False, False, [("stage 3",)]), (True, False, [(1,)]), (True, True, [(0,), (1,)])],
     ids=["in-order", "stages-3-4-concurrent", "grad-fc2-weight-beside-stage-2"])
-def test_stage_order(overlap, split, stage4_after):
+def test_stage_order(overlap, split, stage4_after, sums_early):
     """Stage 4 waits for stage 2 only where stages 3 and 4 may run concurrently, else for stage 3;
     split in two, grad_fc2_weight's launch waits for stage 1 alone; the column sums wait for stage 2
-    (beside stages 3 and 4); every other stage waits for the one before it."""
+    (beside stages 3 and 4), recorded last or right after stage 2; every other stage waits for the
+    one before it."""
     plan = dataclasses.replace(configs.PLANS["cpu"], overlap_stages_3_4_up_to=configs.ANY_TOKENS if overlap else 0,
                                split_stage4_up_to=configs.ANY_TOKENS if split else 0)
+    if sums_early:  # (not beside a programmatic stage 3)
+        plan = dataclasses.replace(plan, column_sums_early_from=1, programmatic_up_to=0)
     call_ = describe_call(Dims(tokens=100, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
-    assert [launch.after for launch in call_.launches] == [(), (0,), (1,), *stage4_after, (1,)]
+    stage3 = 2 + sums_early
+    stage4_after = [tuple(stage3 if i == "stage 3" else i for i in after) for after in stage4_after]
+    stages = [(), (0,), (1,), *stage4_after]
+    expected = [*stages[:2], (1,), *stages[2:]] if sums_early else [*stages, (1,)]
+    assert [launch.after for launch in call_.launches] == expected
+    assert call_.launches[2 if sums_early else -1].kernel.__name__ == "column_sums_kernel"
+
+
+def test_column_sums_early_beside_a_programmatic_stage3_is_refused():
+    """Stage 3 launched as a programmatic dependent of stage 2 must follow it on its stream: a plan
+    that records the column sums between them is refused, naming the field."""
+    plan = dataclasses.replace(configs.PLANS["cpu"], column_sums_early_from=1)
+    with pytest.raises(ValueError, match="column_sums_early_from"):
+        describe_call(Dims(tokens=100, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
 
 
 @pytest.mark.parametrize("arch, tokens, overlap, weight_fp32, programmatic", [
