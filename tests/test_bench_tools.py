@@ -26,6 +26,27 @@ def test_gpu_tool_without_a_gpu_says_so_in_one_line(tool, tmp_path):
     assert not result.stdout.strip()
 
 
+def test_ncu_stalls_ranks_instructions_and_reasons(tmp_path):
+    """A made-up source page of three instructions: samples per reason, the instructions with the most
+    samples in address order, each under the one before it."""
+    from bench import ncu_stalls
+
+    header = ["Address", "Source", ncu_stalls.SAMPLES, ncu_stalls.EXECUTED, "stall_long_sb", "stall_barrier",
+              "stall_long_sb (Not Issued)"]
+    rows = [["0x100", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R2", "1", "8", "1", "0", "1"],
+            ["0x110", "@!P0 BRA 0x200", "6", "8", "6", "0", "6"],
+            ["0x120", "NOP", "3", "1", "0", "3", "0"]]
+    page = tmp_path / "page.csv"
+    page.write_text("\n".join(",".join(f'"{c}"' for c in line) for line in [["Kernel Name", "k"], header, *rows]))
+    kernel, parsed = ncu_stalls.read_source_page(str(page))
+    text = ncu_stalls.summary(kernel, parsed, top=2)
+    assert text.splitlines()[0] == "k: 10 warp-stall samples over 3 instructions"
+    assert "long_sb                      7  70.0%" in text and "barrier                      3  30.0%" in text
+    listed = [line.split()[0] for line in text.splitlines() if line.strip().startswith("0x")]
+    assert listed == ["0x10", "0x20"]  # offsets from the first instruction, in address order; 0x100 not listed
+    assert "(SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R2)" in text and "[long_sb=6]" in text
+
+
 def test_ptx_fingerprint_ignores_debug_lines_labels_and_the_kernels_name():
     from bench.ptx_fingerprints import fingerprint
     a = ".entry foo(\n.loc 1 2 3\n$L__BB0_1:\n\tadd.s32 %r1, %r2, %r3;\n\tbra $L__BB0_1;"
@@ -66,8 +87,8 @@ def test_score_elasticity_is_the_derivative_of_the_score(capsys):
 
 # -- command lines: --help does no work; a bad argument is a usage error before the GPU check -------------
 
-HELP_TOOLS = ["bench/ab.py", "bench/plan_table.py", "bench/profile_call.py", "bench/ptx_fingerprints.py",
-              "bench/results_index.py", "tests/fixtures/make_fixtures.py"]
+HELP_TOOLS = ["bench/ab.py", "bench/ncu_stalls.py", "bench/plan_table.py", "bench/profile_call.py",
+              "bench/ptx_fingerprints.py", "bench/results_index.py", "tests/fixtures/make_fixtures.py"]
 
 
 def _run_tool(path: str, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -93,6 +114,9 @@ BAD_ARGUMENTS = [  # (tool, arguments, what the error line must say)
     ("bench/ab.py", ["solution", "solution"], "two packages are named alike"),
     ("bench/profile_call.py", ["--tokens", "0"], "'0': not a whole number of at least 1"),
     ("bench/profile_call.py", ["--tokens", "128", "--package", "/nonexistent"], "'/nonexistent': not a solution package"),
+    ("bench/ncu_stalls.py", ["/nonexistent.csv"], "/nonexistent.csv: No such file or directory"),
+    ("bench/ncu_stalls.py", ["README.md"], "README.md: not Nsight Compute's source page as CSV"),
+    ("bench/ncu_stalls.py", ["README.md", "--top", "0"], "--top 0: at least 1"),
     ("bench/ptx_fingerprints.py", ["--arch", "sm_80"], "invalid choice: 'sm_80'"),
     ("tests/fixtures/make_fixtures.py", ["--bogus"], "unrecognized arguments: --bogus"),
 ]
