@@ -66,8 +66,8 @@ def kernel_name(stage: str) -> str:
     return WEIGHT_GRAD if stage == WEIGHT_GRAD_FP32 else stage
 
 # Stage 1's tensors that its LayerNorm row programs move (the rest: the fp16 chunk programs)
-LAYERNORM_ROW_TENSORS = frozenset({"grad_output", "normalized", "var", "ln_weight", "hidden_states", "grad_residual",
-                                   "grad_residual_f16", "hidden_states_f16", "ln_partials"})
+LAYERNORM_ROW_TENSORS = frozenset({"grad_output", "normalized", "var", "ln_weight", "hidden_states",
+                                   "grad_residual", "grad_residual_f16", "hidden_states_f16", "ln_partials"})
 
 
 @dataclass(frozen=True)
@@ -77,15 +77,21 @@ class Fp16Copies:
     tokens on where stage 2 is persistent, stage 2's epilogue did), and stage 4 read those copies
     (LaunchPlan.round_gelu_in_stage2_from of that time). Today's plans have the copies below
     stage4_reads_fp32_from tokens only, made in stage 1, or gelu_output's in its own launch beside
-    stage 3 (gelu_beside_stage3: sm_90 from 2049 tokens to its plan's stage4_reads_fp32_from)."""
+    stage 3 (gelu_beside_stage3: sm_90 from 2049 tokens to its plan's stage4_reads_fp32_from).
+    Every stored measurement also had stage 1 write grad_residual in fp32 beside its fp16 copy, and
+    stage 3 add the fp32 one (fp32_residual); today's layouts have the fp16 copy alone."""
 
     gelu_in_stage2_from: int
     gelu_beside_stage3: bool = False  # gelu_output's copy its own launch beside stage 3 (Hopper)
+    fp32_residual: bool = True
 
 
 MAIN_COPIES = Fp16Copies(gelu_in_stage2_from=16384)  # main's plan before the hybrid stage 4
-COPIES_IN_STAGE1 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS)  # below stage4_reads_fp32_from
-COPIES_BESIDE_STAGE3 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS, gelu_beside_stage3=True)  # stage 4 after stage 3, the copy beside it
+# today's plans below stage4_reads_fp32_from: the copies in stage 1, or gelu_output's beside stage 3
+# (stage 4 after stage 3)
+COPIES_IN_STAGE1 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS, fp32_residual=False)
+COPIES_BESIDE_STAGE3 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS, gelu_beside_stage3=True,
+                                  fp32_residual=False)
 
 
 class UsageError(Exception):
@@ -177,7 +183,7 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
     layernorm = traffic(
         {"grad_output": fp32(M, H), "normalized": fp32(M, H), "var": fp32(M), "ln_weight": fp32(H),
          **({} if fp32_weights else weights)},
-        {"grad_residual": fp32(M, H), "grad_residual_f16": fp16(M, H), **({} if fp32_weights else fc1 | fc2),
+        {"grad_residual_f16": fp16(M, H), **({} if fp32_weights else fc1 | fc2),
          "ln_partials": ln_partials, **arrivals})
     gelu_backward = traffic(
         {"grad_residual_f16": fp16(M, H), **fc2, "fc1_output": fp32(M, I)},
@@ -185,7 +191,7 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
         gemm_flops(M, I, H))
     input_counters = arrivals if counters3 else {}  # the one workspace (its first counters3)
     input_grad = traffic(
-        {"grad_fc1_output": fp16(M, I), **fc1, "grad_residual": fp32(M, H),
+        {"grad_fc1_output": fp16(M, I), **fc1, "grad_residual_f16": fp16(M, H),
          **split_partials, **input_counters},
         {"grad_hidden_states": fp32(M, H), **split_partials, **input_counters},
         gemm_flops(M, H, I))
@@ -223,6 +229,9 @@ def with_fp16_copies(stages: dict[str, dict], tokens: int, plan: LaunchPlan, cop
         out = {k: out.get(k, traffic({}, {})) for k in order}
     out[LAYERNORM] = changed(out[LAYERNORM], add_reads={"hidden_states": fp32(M, H)},
                              add_writes={"hidden_states_f16": fp16(M, H)})
+    if copies.fp32_residual:
+        out[LAYERNORM] = changed(out[LAYERNORM], add_writes={"grad_residual": fp32(M, H)})
+        out[INPUT_GRAD] = changed(out[INPUT_GRAD], reads=("grad_residual_f16",), add_reads={"grad_residual": fp32(M, H)})
     out[gelu_stage] = changed(out[gelu_stage], add_reads={"gelu_output": fp32(M, I)},
                               add_writes={"gelu_output_f16": fp16(M, I)})
     fp32_reads = out.pop(WEIGHT_GRAD_FP32)

@@ -3,7 +3,7 @@
     grad_hidden_states = grad_fc1_output @ fc1_weight + grad_residual     (M x I) @ (I x H), K = I
 
 The operands are loaded by TMA from stage 1's and stage 2's fp16 workspaces (faster than pointer
-loads: configs.py), the residual `grad_residual` in fp32.
+loads: configs.py), the residual `grad_residual` from its fp16 copy (stage 2's operand), added in fp32.
 
 At few tokens there are few output tiles (16 at 128 tokens in 64x64 tiles, on 132 SMs), each a
 long K loop (I = 2048), so the loop is split over SPLITS programs a tile (InputGemmConfig.splits): the
@@ -37,7 +37,7 @@ from .tiling import grouped_tile, store_tile
 def input_grad_gemm_kernel(
     grad_fc1_output,  # tensor descriptor: (M, I) fp16, BLOCK_M x BLOCK_K blocks (WEIGHT_FP32: a pointer)
     fc1_weight,  # tensor descriptor: (I, H) fp16, BLOCK_K x BLOCK_N blocks (WEIGHT_FP32: the caller's fp32, a pointer)
-    grad_residual,  # tensor descriptor: (M, H) fp32, BLOCK_M x BLOCK_N blocks
+    grad_residual,  # tensor descriptor: (M, H) fp16, BLOCK_M x BLOCK_N blocks
     grad_hidden_states,  # out (M, H) fp32 (the caller's tensor: plain stores, no alignment asked)
     partials,  # (tiles, SPLITS, BLOCK_M, BLOCK_N) fp32 workspace, if SPLITS > 1 (else None)
     arrivals,  # (tiles,) int32 workspace, zero at the start (stage 1 zeroes it), if SPLITS > 1 (else None)
@@ -58,7 +58,8 @@ def input_grad_gemm_kernel(
     if SPLITS == 1:
         acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, tl.program_id(0), 0, I, H, I, BLOCK_M,
                                         BLOCK_N, BLOCK_K, GROUP_M, WEIGHT_FP32, GDC)
-        store_tile(grad_hidden_states, acc + grad_residual.load([row, col]), row, col, M, H, BLOCK_M, BLOCK_N)
+        store_tile(grad_hidden_states, acc + grad_residual.load([row, col]).to(tl.float32), row, col, M, H, BLOCK_M,
+                   BLOCK_N)
     else:
         input_grad_split_k(grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states, partials, arrivals, M,
                            H, I, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLITS, WEIGHT_FP32, GDC)
@@ -132,4 +133,5 @@ def input_grad_split_k(
         total = tl.load(tile_partials + in_tile, cache_modifier=".cg")
         for s in tl.static_range(1, SPLITS):
             total += tl.load(tile_partials + s * TILE + in_tile, cache_modifier=".cg")
-        store_tile(grad_hidden_states, total + grad_residual.load([row, col]), row, col, M, H, BLOCK_M, BLOCK_N)
+        store_tile(grad_hidden_states, total + grad_residual.load([row, col]).to(tl.float32), row, col, M, H, BLOCK_M,
+                   BLOCK_N)

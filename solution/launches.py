@@ -199,7 +199,6 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     grad_fc2_bias, grad_ln_weight, grad_ln_bias = (caller(n, H) for n in ("grad_fc2_bias", "grad_ln_weight", "grad_ln_bias"))
 
     # intermediates
-    grad_residual = Buffer("grad_residual", f32, (M, H))
     grad_residual_f16 = Buffer("grad_residual_f16", f16, (M, H))
     hidden_states_f16 = None if fp32_stage4 else Buffer("hidden_states_f16", f16, (M, H))
     gelu_output_f16 = None if fp32_stage4 else Buffer("gelu_output_f16", f16, (M, I))
@@ -217,7 +216,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     counters3 = tiles3 if g3.splits > 1 else 0
     counters = counters3 + (weight_grad_ws.arrival_counters(H, I, g4.block_n) if ws_stage4 else 0)
     arrivals = Buffer("arrivals", torch.int32, (counters,)) if counters else None
-    workspaces = tuple(w for w in (grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16,
+    workspaces = tuple(w for w in (grad_residual_f16, hidden_states_f16, gelu_output_f16,
                                    fc1_weight_f16, fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials,
                                    input_partials, weight_partials, arrivals)
                        if w is not None)
@@ -227,7 +226,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, copy_gelu_in_stage1, not weight_fp32),
         (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 else hidden_states,
          gelu_output if copy_gelu_in_stage1 else None, None if weight_fp32 else fc1_weight,
-         None if weight_fp32 else fc2_weight, grad_residual, grad_residual_f16,
+         None if weight_fp32 else fc2_weight, grad_residual_f16,
          hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None, fc1_weight_f16, fc2_weight_f16,
          ln_partials, arrivals, M, row_programs, counters or None),
         dict(H=H, I=I, BLOCK_M=ln.block_m, PREFETCH=ln.prefetch, CHUNK=chunk, COPY_HIDDEN=not fp32_stage4,
@@ -260,7 +259,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
                  (Tiles(grad_fc1_output, (g3.block_m, g3.block_k)), Tiles(fc1_weight_f16, (g3.block_k, g3.block_n))))
     stage3 = Launch(
         input_grad_gemm_kernel, tiles3 * g3.splits,
-        (*operands3, Tiles(grad_residual, (g3.block_m, g3.block_n)), grad_hidden_states, input_partials,
+        (*operands3, Tiles(grad_residual_f16, (g3.block_m, g3.block_n)), grad_hidden_states, input_partials,
          arrivals if counters3 else None, M),
         dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m, SPLITS=g3.splits, WEIGHT_FP32=weight_fp32, GDC=gdc),
         _gemm_options(g3), after=(1,), programmatic=gdc)

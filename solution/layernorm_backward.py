@@ -5,8 +5,9 @@ the gradient through xhat = (x - mean) * rstd for each row of H elements is
 
     dx = rstd * (g - c1 - xhat * c2),   c1 = mean_j(g_j),   c2 = mean_j(g_j * xhat_j).
 
-dx is `grad_residual`: it flows both into FC2's backward and straight through the residual add, so
-it is stored twice: fp32 for the residual add, fp16 as a GEMM operand. The column sums over all
+dx is `grad_residual`: it flows both into FC2's backward and straight through the residual add. It
+is stored once, in fp16: the GEMM operand of stages 2 and 4, and the residual that stage 3 adds in
+fp32 (docs/precision.md: what that rounding costs the margin). The column sums over all
 tokens are
     grad_ln_weight = sum_m dy * xhat,   grad_ln_bias = sum_m dy,   grad_fc2_bias = sum_m dx;
 each row program keeps its own running sums and writes them to its row of `partials`
@@ -38,7 +39,6 @@ def layernorm_backward_rows(
     ln_weight,  # (H,) fp32
     eps,  # fp32 scalar
     hidden_states,  # (M, H) fp32, if COPY_HIDDEN (else None)
-    grad_residual,  # out (M, H) fp32
     grad_residual_f16,  # out (M, H) fp16
     hidden_states_f16,  # out (M, H) fp16, if COPY_HIDDEN (else None)
     partials_row,  # out (3, H) fp32: this program's row of the partial sums
@@ -72,7 +72,6 @@ def layernorm_backward_rows(
         c1 = tl.sum(g, axis=1) / H
         c2 = tl.sum(g * xhat, axis=1) / H
         dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])  # zero on masked rows
-        tl.store(grad_residual + offsets, dx, mask=row_ok[:, None])
         tl.store(grad_residual_f16 + offsets, dx.to(tl.float16), mask=row_ok[:, None])
         if COPY_HIDDEN:
             x = tl.load(hidden_states + offsets, mask=row_ok[:, None], other=0.0)
@@ -138,7 +137,7 @@ def round_gelu_chunk(chunk, gelu_output, gelu_output_f16, M, I: tl.constexpr, BL
 @triton.jit
 def layernorm_backward_kernel(
     grad_output, normalized, var, ln_weight, eps, hidden_states, gelu_output, fc1_weight, fc2_weight,
-    grad_residual, grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16,
+    grad_residual_f16, hidden_states_f16, gelu_output_f16, fc1_weight_f16, fc2_weight_f16,
     partials,  # out (row_programs, 3, H) fp32
     arrivals,  # out (arrival_count,) int32: the arrival counters (stage 3 split over K, the Gluon stage 4), or None
     M,
@@ -166,7 +165,7 @@ def layernorm_backward_kernel(
             tl.store(arrivals + tile, 0)
     if pid < row_programs:
         layernorm_backward_rows(pid, row_programs, grad_output, normalized, var, ln_weight, eps, hidden_states,
-                                grad_residual, grad_residual_f16, hidden_states_f16, partials + pid * (3 * H),
+                                grad_residual_f16, hidden_states_f16, partials + pid * (3 * H),
                                 M, H, BLOCK_M, PREFETCH, COPY_HIDDEN)
     else:
         round_to_fp16_chunk(pid - row_programs, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
