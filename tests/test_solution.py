@@ -646,11 +646,13 @@ def test_warp_specialized_stage4_launch():
         "layernorm_backward_kernel", "gelu_backward_ws_kernel", "fp16_copy_kernel", "input_grad_gemm_kernel",
         "weight_grad_kernel", "column_sums_kernel"]
     assert "hidden_states_f16" in dict(low.workspace_offsets)
-    assert [launch.kernel.__name__ for launch in high.launches] == [
+    names = [launch.kernel.__name__ for launch in high.launches]
+    assert list(dict.fromkeys(names)) == [  # (stage 3 may be two launches: its tail, then its main tiles)
         "layernorm_backward_kernel", "gelu_backward_ws_kernel", "input_grad_gemm_kernel", "weight_grad_ws_kernel",
         "column_sums_kernel"]
-    stage1, stage4 = high.launches[0], high.launches[3]
-    assert stage4.grid == 128 and stage4.after == (2,)
+    stage3 = tuple(k for k, name in enumerate(names) if name == "input_grad_gemm_kernel")
+    stage1, stage4 = high.launches[0], high.launches[stage3[-1] + 1]
+    assert stage4.grid == 128 and stage4.after == stage3
     assert [a.buffer.name for a in stage4.args if getattr(a, "gluon", False)] == [
         "grad_residual_f16", "gelu_output", "grad_fc1_output", "hidden_states"]
     workspaces = {w.name: w for w in high.workspaces}
@@ -665,7 +667,7 @@ def test_warp_specialized_stage4_launch():
     # a shape the Gluon tiles do not divide (640 is no multiple of 256; the entry point only takes
     # powers of two): the copies, made in stage 1, and the plan's Triton stage 4
     odd = described(plan.stage4_reads_fp32_from, hidden=640)
-    assert [launch.kernel.__name__ for launch in odd.launches] == [
+    assert list(dict.fromkeys(launch.kernel.__name__ for launch in odd.launches)) == [
         "layernorm_backward_kernel", "gelu_backward_ws_kernel", "input_grad_gemm_kernel", "weight_grad_kernel",
         "column_sums_kernel"]
     assert odd.launches[0].constexprs["COPY_HIDDEN"] and odd.launches[0].constexprs["COPY_GELU"]
