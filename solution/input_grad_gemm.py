@@ -123,8 +123,8 @@ def input_grad_split_k(
     TILE: tl.constexpr = BLOCK_M * BLOCK_N
     tiles = tl.cdiv(rows, BLOCK_M) * (H // BLOCK_N)
     tile, split = tl.program_id(0) % tiles, tl.program_id(0) // tiles
-    acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, row0, rows, tile, split, K_SPLIT, H, I, BLOCK_M, BLOCK_N,
-                                    BLOCK_K, GROUP_M, WEIGHT_FP32, GDC)
+    acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, row0, rows, tile, split, K_SPLIT, H, I, BLOCK_M,
+                                    BLOCK_N, BLOCK_K, GROUP_M, WEIGHT_FP32, GDC)
 
     in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     tile_partials = partials + tile * (SPLITS * TILE)  # this tile's SPLITS partials, split-major

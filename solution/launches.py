@@ -130,7 +130,8 @@ def gelu_copy_programs_per_sm(tokens: int, plan: LaunchPlan) -> int:
     return for_tokens(plan.gelu_copy_beside_stage3, tokens)
 
 
-def input_gemm_regions(tokens: int, hidden: int, g3: InputGemmConfig, sms: int) -> tuple[tuple[InputGemmConfig, int, int], ...]:
+def input_gemm_regions(tokens: int, hidden: int, g3: InputGemmConfig,
+                       sms: int) -> tuple[tuple[InputGemmConfig, int, int], ...]:
     """Stage 3's launches as (configuration, first row, rows), in recording order: with the plan's
     tail (InputGemmConfig.tail), where the main tiles make more than one wave but not a whole number,
     the tail's launch over the rows past the last whole wave, then the main launch over the rest;
