@@ -83,8 +83,11 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
                                         f"{g3.block_m}x{g3.block_n} tiles, {g3.warps} warps{split}; its fp32 fc1_weight "
                                         f"strip loaded before it waits, then its K slice in one contraction")
     else:
+        per_sm = "one program" if g3.programs_per_sm == 1 else f"{g3.programs_per_sm} programs"
+        tail = (f"; the rows past the last whole wave ({per_sm} an SM) in {_tile(g3.tail)}, {g3.tail.warps} warps, "
+                f"{g3.tail.stages} stages: a launch of their own, recorded first, beside the main one" if g3.tail else "")
         out["3 input-gradient GEMM"] = ("input_grad_gemm_kernel",
-                                        f"{_tile(g3)}, {g3.warps} warps, {g3.stages} stages{split}")
+                                        f"{_tile(g3)}, {g3.warps} warps, {g3.stages} stages{split}{tail}")
     g4 = for_tokens(plan.weight_gemm, tokens)
     beside = "beside stage 3" if tokens <= plan.overlap_stages_3_4_up_to else "after stage 3"
     if isinstance(g4, configs.WeightGemmWsConfig):

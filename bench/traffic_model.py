@@ -444,6 +444,8 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
         warp_specialized = d.get("warp_specialized") or "warps" not in d
         cls = {"gelu_gemm": (GeluGemmConfig, GeluGemmWsConfig), "input_gemm": (InputGemmConfig, InputGemmConfig),
                "weight_gemm": (WeightGemmConfig, WeightGemmWsConfig)}[stage][warp_specialized]
+        if d.get("tail"):  # stage 3's tail configuration, itself a record
+            d = {**d, "tail": gemm(stage, d["tail"])}
         return cls(**_known_fields(cls, d))
 
     known = {}

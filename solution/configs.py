@@ -9,7 +9,7 @@ us a call (official-style CUPTI timer, cold L2) unless it says otherwise, and it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 from functools import lru_cache
 from types import MappingProxyType
@@ -66,7 +66,13 @@ class GeluGemmWsConfig:
 @dataclass(frozen=True)
 class InputGemmConfig:
     """Stage 3 (input_grad_gemm.py): block_m x block_n output tiles, block_k-deep steps, each tile's
-    K loop split over `splits` programs."""
+    K loop split over `splits` programs.
+
+    With a `tail` (unsplit tiles only): where the tiles make more than one wave (programs_per_sm x SMs
+    programs) but not a whole number of waves, the rows past the last whole wave are a launch of their
+    own in the tail's smaller tiles, recorded before the main launch. Small enough to fit an SM beside
+    a main program, the tail's programs run beside the main launch's first wave instead of a last
+    wave of their own."""
 
     block_m: int
     block_n: int
@@ -75,6 +81,8 @@ class InputGemmConfig:
     stages: int
     splits: int = 1  # programs a tile, each a slice of K (a whole number of block_k steps)
     group_m: int = 8
+    programs_per_sm: int = 1  # the main tiles' resident programs an SM (shared memory): a wave's size
+    tail: InputGemmConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -249,7 +257,17 @@ _SM90 = LaunchPlan(
         # vs 51.5-51.7 at 6824, 25.6 vs 25.9-26.5 at 2984 (H100, results/ab_stage2_ring_e72b891_h100.json, side s5)
         (ANY_TOKENS, GeluGemmWsConfig(block_n=128, block_k=64, stages=5)),
     ),
-    input_gemm=_TRITON_PLAN.input_gemm,
+    input_gemm=(
+        *_TRITON_PLAN.input_gemm[:-1],
+        # up to 32767 tokens (at most 3 whole waves of 128x256 tiles on 132 SMs; no workload between 17312 and
+        # 69568) the rows past the last whole wave in 64x128 tiles beside the main launch: 11384 tokens -2.8%, 14704 -1.6%, 17312 -5.6%; at 69568
+        # and 131072 tokens (8 and 15 whole waves) -0.4% and +0.5%; in 64x64 tiles 14704 +2.7% (H100,
+        # results/ab_stage3_tail_8cc02e8_h100.json). (Not on sm_100: there Triton's main program takes 214
+        # registers, which leaves an SM no room for a tail program beside it: bench/compile_check.py.)
+        (32767, replace(_TRITON_PLAN.input_gemm[-1][1],
+                        tail=InputGemmConfig(block_m=64, block_n=128, block_k=64, warps=4, stages=3))),
+        _TRITON_PLAN.input_gemm[-1],
+    ),
     weight_gemm=(
         *_TRITON_PLAN.weight_gemm[:-1],
         (4096, _TRITON_PLAN.weight_gemm[-1][1]),  # on the copies up to stage4_reads_fp32_from (below)

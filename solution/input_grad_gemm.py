@@ -5,6 +5,10 @@
 The operands are loaded by TMA from stage 1's and stage 2's fp16 workspaces (faster than pointer
 loads: configs.py), the residual `grad_residual` from its fp16 copy (stage 2's operand), added in fp32.
 
+A launch covers the rows [row0, row0 + rows) of the output (all M rows, unless the plan gives the
+rows past the main tiles' last whole wave a launch of their own in smaller tiles: configs.py,
+InputGemmConfig.tail).
+
 At few tokens there are few output tiles (16 at 128 tokens in 64x64 tiles, on 132 SMs), each a
 long K loop (I = 2048), so the loop is split over SPLITS programs a tile (InputGemmConfig.splits): the
 program of split s contracts K in [s, s + 1) * I / SPLITS,
@@ -42,6 +46,8 @@ def input_grad_gemm_kernel(
     partials,  # (tiles, SPLITS, BLOCK_M, BLOCK_N) fp32 workspace, if SPLITS > 1 (else None)
     arrivals,  # (tiles,) int32 workspace, zero at the start (stage 1 zeroes it), if SPLITS > 1 (else None)
     M,
+    row0,  # the launch's first row
+    rows,  # and its row count: its tiles are those of rows [row0, row0 + rows)
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -56,18 +62,18 @@ def input_grad_gemm_kernel(
     load as zeros)."""
     tl.static_assert(not GDC or WEIGHT_FP32, "only the fp32-weight form waits for stage 2")
     if SPLITS == 1:
-        acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, tl.program_id(0), 0, I, H, I, BLOCK_M,
-                                        BLOCK_N, BLOCK_K, GROUP_M, WEIGHT_FP32, GDC)
+        acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, row0, rows, tl.program_id(0), 0, I, H, I,
+                                        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, WEIGHT_FP32, GDC)
         store_tile(grad_hidden_states, acc + grad_residual.load([row, col]).to(tl.float32), row, col, M, H, BLOCK_M,
                    BLOCK_N)
     else:
         input_grad_split_k(grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states, partials, arrivals, M,
-                           H, I, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLITS, WEIGHT_FP32, GDC)
+                           row0, rows, H, I, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLITS, WEIGHT_FP32, GDC)
 
 
 @triton.jit
 def k_slice_of_tile(
-    grad_fc1_output, fc1_weight, M, tile, split,
+    grad_fc1_output, fc1_weight, M, row0, rows, tile, split,
     K_SPLIT: tl.constexpr,  # the slice's length: K = [split, split + 1) * K_SPLIT
     H: tl.constexpr,
     I: tl.constexpr,
@@ -78,18 +84,18 @@ def k_slice_of_tile(
     WEIGHT_FP32: tl.constexpr,
     GDC: tl.constexpr,
 ):
-    """grad_fc1_output[rows, K] @ fc1_weight[K, cols] for output tile `tile` (in the grouped order)
-    and K slice `split`: (the fp32 tile, its first row, its first column)."""
-    tile_m, tile_n = grouped_tile(tile, tl.cdiv(M, BLOCK_M), H // BLOCK_N, GROUP_M)
-    row, col = tile_m * BLOCK_M, tile_n * BLOCK_N
+    """grad_fc1_output[rows, K] @ fc1_weight[K, cols] for output tile `tile` of the launch's rows (in
+    the grouped order) and K slice `split`: (the fp32 tile, its first row, its first column)."""
+    tile_m, tile_n = grouped_tile(tile, tl.cdiv(rows, BLOCK_M), H // BLOCK_N, GROUP_M)
+    row, col = row0 + tile_m * BLOCK_M, tile_n * BLOCK_N
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     if WEIGHT_FP32:
         ks = split * K_SPLIT + tl.arange(0, K_SPLIT)
         b = tl.load(fc1_weight + ks[:, None] * H + (col + tl.arange(0, BLOCK_N))[None, :]).to(tl.float16)
         if GDC:
             gdc_wait()
-        rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
-        a = tl.load(grad_fc1_output + rows[:, None] * I + ks[None, :], mask=(rows < M)[:, None], other=0.0)
+        tile_rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
+        a = tl.load(grad_fc1_output + tile_rows[:, None] * I + ks[None, :], mask=(tile_rows < M)[:, None], other=0.0)
         acc = tl.dot(a, b, acc)
     else:
         for k in range(split * K_SPLIT, (split + 1) * K_SPLIT, BLOCK_K):
@@ -99,7 +105,7 @@ def k_slice_of_tile(
 
 @triton.jit
 def input_grad_split_k(
-    grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states, partials, arrivals, M,
+    grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states, partials, arrivals, M, row0, rows,
     H: tl.constexpr,
     I: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -115,10 +121,10 @@ def input_grad_split_k(
     tl.static_assert(I % (SPLITS * BLOCK_K) == 0, "each split must be a whole number of BLOCK_K steps")
     K_SPLIT: tl.constexpr = I // SPLITS
     TILE: tl.constexpr = BLOCK_M * BLOCK_N
-    tiles = tl.cdiv(M, BLOCK_M) * (H // BLOCK_N)
+    tiles = tl.cdiv(rows, BLOCK_M) * (H // BLOCK_N)
     tile, split = tl.program_id(0) % tiles, tl.program_id(0) // tiles
-    acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, tile, split, K_SPLIT, H, I, BLOCK_M, BLOCK_N,
-                                    BLOCK_K, GROUP_M, WEIGHT_FP32, GDC)
+    acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, row0, rows, tile, split, K_SPLIT, H, I, BLOCK_M,
+                                    BLOCK_N, BLOCK_K, GROUP_M, WEIGHT_FP32, GDC)
 
     in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     tile_partials = partials + tile * (SPLITS * TILE)  # this tile's SPLITS partials, split-major

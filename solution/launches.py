@@ -24,8 +24,8 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .arguments import Dims
 from .column_sums import column_sum_programs, column_sums_kernel
-from .configs import (GeluGemmConfig, GeluGemmWsConfig, LaunchPlan, LayerNormConfig, WeightGemmWsConfig, for_tokens,
-                      multiprocessor_count)
+from .configs import (GeluGemmConfig, GeluGemmWsConfig, InputGemmConfig, LaunchPlan, LayerNormConfig,
+                      WeightGemmWsConfig, for_tokens, multiprocessor_count)
 from .fp16_copy import fp16_copy_kernel
 from .gelu_backward_gemm import gelu_backward_gemm_kernel
 from .gelu_backward_ws import gelu_backward_ws_kernel
@@ -130,6 +130,23 @@ def gelu_copy_programs_per_sm(tokens: int, plan: LaunchPlan) -> int:
     return for_tokens(plan.gelu_copy_beside_stage3, tokens)
 
 
+def input_gemm_regions(tokens: int, hidden: int, g3: InputGemmConfig,
+                       sms: int) -> tuple[tuple[InputGemmConfig, int, int], ...]:
+    """Stage 3's launches as (configuration, first row, rows), in recording order: with the plan's
+    tail (InputGemmConfig.tail), where the main tiles make more than one wave but not a whole number,
+    the tail's launch over the rows past the last whole wave, then the main launch over the rest;
+    else one launch over every row."""
+    if g3.tail is None:
+        return ((g3, 0, tokens),)
+    tiles_n = hidden // g3.block_n
+    wave = g3.programs_per_sm * sms
+    tiles = triton.cdiv(tokens, g3.block_m) * tiles_n
+    main_rows = tiles // wave * wave // tiles_n * g3.block_m
+    if tiles <= wave or main_rows >= tokens:
+        return ((g3, 0, tokens),)
+    return ((g3.tail, main_rows, tokens - main_rows), (g3, 0, main_rows))
+
+
 def weights_read_fp32(tokens: int, plan: LaunchPlan) -> bool:
     """Whether stages 2 and 3 read the caller's fp32 weights, loading their strips before they wait
     for the stage before: up to plan.programmatic_up_to tokens, where stage 2 is the
@@ -147,6 +164,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     g2, g3, g4 = for_tokens(plan.gelu_gemm, M), for_tokens(plan.input_gemm, M), for_tokens(plan.weight_gemm, M)
     # stage 3's K split: each split a whole number of BLOCK_K steps (I = 256 has 2 steps of 128, not 4)
     g3 = replace(g3, splits=math.gcd(g3.splits, I // g3.block_k))
+    if g3.tail is not None and (g3.splits > 1 or g3.tail.splits > 1 or g3.tail.tail is not None):
+        raise ValueError(f"plan.input_gemm: a tail applies to unsplit tiles and is one itself, not {g3}")
     sms = multiprocessor_count(device)
     ln = for_tokens(plan.layernorm, M)
     row_programs = layernorm_row_programs(M, ln, sms)
@@ -183,7 +202,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # each launch's index in the call: stages 1 and 2, [the column sums], [gelu_output's copy], stage 3,
     # stage 4 (one or two launches), [the column sums]
     copy_index = 2 + sums_early
-    stage3_index = copy_index + gelu_copy_apart
+    stage3_index = copy_index + gelu_copy_apart  # its first launch
 
     # the caller's tensors, as the kernels index them
     def caller(name: str, *shape: int) -> Buffer:
@@ -255,17 +274,23 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
             (Tiles(grad_residual_f16, (g2.block_m, g2.block_k)), Tiles(fc2_weight_f16, (g2.block_k, g2.block_n)),
              Tiles(fc1_output, (g2.block_m, g2.block_n)), grad_fc1_output, bias_partials, M),
             dict(stage2_meta, PERSISTENT=True), _gemm_options(g2), after=(0,))
-    operands3 = ((grad_fc1_output, fc1_weight) if weight_fp32 else
-                 (Tiles(grad_fc1_output, (g3.block_m, g3.block_k)), Tiles(fc1_weight_f16, (g3.block_k, g3.block_n))))
-    stage3 = Launch(
-        input_grad_gemm_kernel, tiles3 * g3.splits,
-        (*operands3, Tiles(grad_residual_f16, (g3.block_m, g3.block_n)), grad_hidden_states, input_partials,
-         arrivals if counters3 else None, M),
-        dict(H=H, I=I, **_gemm_meta(g3), GROUP_M=g3.group_m, SPLITS=g3.splits, WEIGHT_FP32=weight_fp32, GDC=gdc),
-        _gemm_options(g3), after=(1,), programmatic=gdc)
+    def stage3_launch(g: InputGemmConfig, row0: int, rows: int, beside_main: bool = False) -> Launch:
+        operands = ((grad_fc1_output, fc1_weight) if weight_fp32 else
+                    (Tiles(grad_fc1_output, (g.block_m, g.block_k)), Tiles(fc1_weight_f16, (g.block_k, g.block_n))))
+        return Launch(
+            input_grad_gemm_kernel, triton.cdiv(rows, g.block_m) * (H // g.block_n) * g.splits,
+            (*operands, Tiles(grad_residual_f16, (g.block_m, g.block_n)), grad_hidden_states, input_partials,
+             arrivals if counters3 else None, M, row0, rows),
+            dict(H=H, I=I, **_gemm_meta(g), GROUP_M=g.group_m, SPLITS=g.splits, WEIGHT_FP32=weight_fp32, GDC=gdc),
+            _gemm_options(g), after=(1,), programmatic=gdc, shared_carveout=_BESIDE_HEAVY if beside_main else None)
+    # (programmatic, stage 3 is one launch: its configuration at few tokens has no tail.) A tail's
+    # programs run beside the main launch's: their SMs must keep room for a main program
+    regions = ((g3, 0, M),) if gdc else input_gemm_regions(M, H, g3, sms)
+    stage3 = tuple(stage3_launch(*region, beside_main=len(regions) > 1 and k == 0) for k, region in enumerate(regions))
+    stage3_indices = tuple(range(stage3_index, stage3_index + len(stage3)))
     # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
-    stage4_after = ((1,) if stages_3_4_overlap else (stage3_index, copy_index) if gelu_copy_apart else
-                    (stage3_index,))
+    stage4_after = ((1,) if stages_3_4_overlap else (*stage3_indices, copy_index) if gelu_copy_apart else
+                    stage3_indices)
     # grad_fc2_weight's half of Triton's stage 4 needs stage 1 alone (and gelu_output's copy, where that
     # is a launch of its own): up to plan.split_stage4_up_to tokens it is a launch of its own, beside stage 2
     split_stage4 = M <= plan.split_stage4_up_to and not ws_stage4
@@ -316,7 +341,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
                    dict(BLOCK=plan.gelu_copy.block), dict(num_warps=plan.gelu_copy.warps), after=(1,),
                    shared_carveout=_BESIDE_HEAVY),) if gelu_copy_apart else ()
     sums_first, sums_last = ((column_sums,), ()) if sums_early else ((), (column_sums,))
-    launches = (stage1, stage2, *sums_first, *copy, stage3, *stage4, *sums_last)
+    launches = (stage1, stage2, *sums_first, *copy, *stage3, *stage4, *sums_last)
     offsets, end = [], 0
     for w in workspaces:
         offsets.append(end)
