@@ -86,6 +86,20 @@ class InputGemmConfig:
 
 
 @dataclass(frozen=True)
+class InputGemmWsConfig:
+    """Stage 3 warp-specialized on Hopper (input_grad_ws.py): one program an SM, 128 x block_n tiles
+    (two MMA warpgroups of 64 rows), block_k-deep steps through a ring of `stages` operand buffers."""
+
+    block_m: ClassVar[int] = 128  # fixed: two MMA warpgroups' wgmma rows
+    splits: ClassVar[int] = 1
+    tail: ClassVar[None] = None
+    block_n: int
+    block_k: int
+    stages: int
+    group_m: int = 8
+
+
+@dataclass(frozen=True)
 class WeightGemmConfig:
     """Stage 4 in Triton (weight_grad_gemm.py): block_m x block_n tiles of x^T @ y (block_m on the x
     side), block_k tokens a step; one program a tile over all tokens."""
@@ -133,7 +147,7 @@ class LaunchPlan:
     # elements each stage-1 chunk program rounds to fp16 (of each weight, or of gelu_output)
     fp16_chunk: tuple[tuple[int, int], ...]
     gelu_gemm: tuple[tuple[int, GeluGemmConfig | GeluGemmWsConfig], ...]  # stage 2
-    input_gemm: tuple[tuple[int, InputGemmConfig], ...]  # stage 3
+    input_gemm: tuple[tuple[int, InputGemmConfig | InputGemmWsConfig], ...]  # stage 3
     # stage 4; a WeightGemmWsConfig applies where stage 4 reads the fp32 inputs
     weight_gemm: tuple[tuple[int, WeightGemmConfig | WeightGemmWsConfig], ...]
     column_sums: ColumnSumConfig
@@ -259,14 +273,8 @@ _SM90 = LaunchPlan(
     ),
     input_gemm=(
         *_TRITON_PLAN.input_gemm[:-1],
-        # up to 32767 tokens (at most 3 whole waves of 128x256 tiles on 132 SMs; no workload between 17312 and
-        # 69568) the rows past the last whole wave in 64x128 tiles beside the main launch: 11384 tokens -2.8%, 14704 -1.6%, 17312 -5.6%; at 69568
-        # and 131072 tokens (8 and 15 whole waves) -0.4% and +0.5%; in 64x64 tiles 14704 +2.7% (H100,
-        # results/ab_stage3_tail_8cc02e8_h100.json). (Not on sm_100: there Triton's main program takes 214
-        # registers, which leaves an SM no room for a tail program beside it: bench/compile_check.py.)
-        (32767, replace(_TRITON_PLAN.input_gemm[-1][1],
-                        tail=InputGemmConfig(block_m=64, block_n=128, block_k=64, warps=4, stages=3))),
-        _TRITON_PLAN.input_gemm[-1],
+        # PROTOTYPE: the warp-specialized stage 3 from 4097 tokens
+        (ANY_TOKENS, InputGemmWsConfig(block_n=256, block_k=64, stages=4)),
     ),
     weight_gemm=(
         *_TRITON_PLAN.weight_gemm[:-1],

@@ -24,11 +24,13 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .arguments import Dims
 from .column_sums import column_sum_programs, column_sums_kernel
-from .configs import (GeluGemmConfig, GeluGemmWsConfig, InputGemmConfig, LaunchPlan, LayerNormConfig,
+from .configs import (GeluGemmConfig, GeluGemmWsConfig, InputGemmConfig, InputGemmWsConfig, LaunchPlan, LayerNormConfig,
                       WeightGemmWsConfig, for_tokens, multiprocessor_count)
 from .fp16_copy import fp16_copy_kernel
 from .gelu_backward_gemm import gelu_backward_gemm_kernel
 from .gelu_backward_ws import gelu_backward_ws_kernel
+from . import input_grad_ws
+from .input_grad_ws import input_grad_ws_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
 from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
@@ -163,7 +165,9 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     f32, f16 = torch.float32, torch.float16
     g2, g3, g4 = for_tokens(plan.gelu_gemm, M), for_tokens(plan.input_gemm, M), for_tokens(plan.weight_gemm, M)
     # stage 3's K split: each split a whole number of BLOCK_K steps (I = 256 has 2 steps of 128, not 4)
-    g3 = replace(g3, splits=math.gcd(g3.splits, I // g3.block_k))
+    ws_stage3 = isinstance(g3, InputGemmWsConfig)
+    if not ws_stage3:
+        g3 = replace(g3, splits=math.gcd(g3.splits, I // g3.block_k))
     if g3.tail is not None and (g3.splits > 1 or g3.tail.splits > 1 or g3.tail.tail is not None):
         raise ValueError(f"plan.input_gemm: a tail applies to unsplit tiles and is one itself, not {g3}")
     sms = multiprocessor_count(device)
@@ -285,8 +289,17 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
             _gemm_options(g), after=(1,), programmatic=gdc, shared_carveout=_BESIDE_HEAVY if beside_main else None)
     # (programmatic, stage 3 is one launch: its configuration at few tokens has no tail.) A tail's
     # programs run beside the main launch's: their SMs must keep room for a main program
-    regions = ((g3, 0, M),) if gdc else input_gemm_regions(M, H, g3, sms)
-    stage3 = tuple(stage3_launch(*region, beside_main=len(regions) > 1 and k == 0) for k, region in enumerate(regions))
+    if ws_stage3:
+        stage3 = (Launch(
+            input_grad_ws_kernel, max(1, min(tiles3, sms)),
+            (Tiles(grad_fc1_output, (input_grad_ws.HALF_M.value, g3.block_k), gluon=True),
+             Tiles(fc1_weight_f16, (g3.block_k, g3.block_n), gluon=True), grad_residual_f16, grad_hidden_states, M),
+            dict(H=H, I=I, GROUP_M=g3.group_m, STAGES=g3.stages), dict(num_warps=4, maxnreg=KERNEL_REGISTERS),
+            after=(1,)),)
+    else:
+        regions = ((g3, 0, M),) if gdc else input_gemm_regions(M, H, g3, sms)
+        stage3 = tuple(stage3_launch(*region, beside_main=len(regions) > 1 and k == 0)
+                       for k, region in enumerate(regions))
     stage3_indices = tuple(range(stage3_index, stage3_index + len(stage3)))
     # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
     stage4_after = ((1,) if stages_3_4_overlap else (*stage3_indices, copy_index) if gelu_copy_apart else
