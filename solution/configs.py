@@ -255,7 +255,7 @@ _SM90 = LaunchPlan(
         # warp-specialized: 131072 tokens 2714-2736 vs 2835-2854 persistent (results/solutions_ab_ws_6e71feb.json);
         # 5 operand buffers (220 KiB of shared memory): stage 2 783 vs 842-845 us with 4 at 131072 tokens, 49.0-49.1
         # vs 51.5-51.7 at 6824, 25.6 vs 25.9-26.5 at 2984 (H100, results/ab_stage2_ring_e72b891_h100.json, side s5)
-        (ANY_TOKENS, GeluGemmWsConfig(block_n=128, block_k=64, stages=5)),
+        (ANY_TOKENS, GeluGemmWsConfig(block_n=128, block_k=64, stages=6)),
     ),
     input_gemm=(
         *_TRITON_PLAN.input_gemm[:-1],

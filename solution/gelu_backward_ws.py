@@ -53,36 +53,50 @@ def consume(p, CONSUMER: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
+    HALF_N: gl.constexpr = BLOCK_N // 2  # the tile in two column halves, an accumulator each
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     K_STEPS: gl.constexpr = H // BLOCK_K
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
-    tile_cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF_N, 16])
+    half_cols = gl.arange(0, HALF_N, layout=gl.SliceLayout(0, mma))
     for t in range(CONSUMER, program_tiles(M, I, BLOCK_M, BLOCK_N), 2):
         j = t // 2  # this consumer's j-th tile
         tile_m, row, col = program_tile(t, M, I, BLOCK_M, BLOCK_N, GROUP_M)
         mbarrier.wait(turn.index(CONSUMER), (j & 1) ^ (1 - CONSUMER))
-        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
+        acc0 = gl.zeros([BLOCK_M, HALF_N], gl.float32, layout=mma)
+        acc1 = gl.zeros([BLOCK_M, HALF_N], gl.float32, layout=mma)
         for k in gl.static_range(K_STEPS):
             c = t * K_STEPS + k  # the program's c-th operand stage
             s = c % STAGES
             mbarrier.wait(load_ready.index(s), (c // STAGES) & 1)
-            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-            acc = warpgroup_mma_wait(1, deps=[acc])
-            if k > 0:  # the MMA before this one is done with its stage
+            acc0 = warpgroup_mma(a_bufs.index(s), b_bufs.index(s).slice(0, HALF_N, dim=1), acc0, is_async=True)
+            acc1 = warpgroup_mma(a_bufs.index(s), b_bufs.index(s).slice(HALF_N, HALF_N, dim=1), acc1, is_async=True)
+            acc0, acc1 = warpgroup_mma_wait(2, deps=[acc0, acc1])
+            if k > 0:  # the MMAs before these are done with their stage
                 mbarrier.arrive(load_empty.index((c - 1) % STAGES))
-        acc = warpgroup_mma_wait(0, deps=[acc])
+        acc0, acc1 = warpgroup_mma_wait(0, deps=[acc0, acc1])
         mbarrier.arrive(load_empty.index((t * K_STEPS + K_STEPS - 1) % STAGES))
         mbarrier.arrive(turn.index(1 - CONSUMER))
         mbarrier.wait(x_ready.index(CONSUMER), j & 1)
-        x = x_bufs.index(CONSUMER).load(mma)
+        x0 = x_bufs.index(CONSUMER).slice(0, HALF_N, dim=1).load(mma)
+        x1 = x_bufs.index(CONSUMER).slice(HALF_N, HALF_N, dim=1).load(mma)
         mbarrier.arrive(x_empty.index(CONSUMER))
-        d = acc * gelu_tanh_grad(x)
-        tma.store_wait(0)  # this consumer's store of its previous tile has left the buffer
-        out_bufs.index(CONSUMER).store(d.to(gl.float16))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(out_desc, [row, col], out_bufs.index(CONSUMER))  # rows past M clipped
-        gl.store(partials + tile_m * I + col + tile_cols, gl.sum(d, axis=0))  # rows past M are zero in acc
+        store_half(acc0 * gelu_tanh_grad(x0), out_desc, out_bufs.index(CONSUMER), partials, tile_m, row, col, I,
+                   half_cols)
+        store_half(acc1 * gelu_tanh_grad(x1), out_desc, out_bufs.index(CONSUMER), partials, tile_m, row, col + HALF_N,
+                   I, half_cols)
     tma.store_wait(0)
+
+
+@gluon.jit
+def store_half(d, out_desc, out_buf, partials, tile_m, row, col, I: gl.constexpr, half_cols):
+    """A column half of the tile: staged in fp16 (once the store before has read the buffer), stored by
+    TMA (rows past M clipped); its fp32 column sums into the tile's row of partials (rows past M are
+    zero in the accumulator)."""
+    tma.store_wait(0)
+    out_buf.store(d.to(gl.float16))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(out_desc, [row, col], out_buf)
+    gl.store(partials + tile_m * I + col + half_cols, gl.sum(d, axis=0))
 
 
 @gluon.jit
@@ -126,7 +140,7 @@ def allocate(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partia
     a_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, BLOCK_M, BLOCK_K], grad_residual.layout)
     b_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, BLOCK_K, BLOCK_N], fc2_weight.layout)
     x_bufs = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, BLOCK_N], fc1_output.layout)
-    out_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_M, BLOCK_N], grad_fc1_output.layout)
+    out_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_M, BLOCK_N // 2], grad_fc1_output.layout)
     load_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     load_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     x_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -148,7 +162,7 @@ def gelu_backward_ws_kernel(
     grad_residual,  # tensor descriptor: (M, H) fp16, 64 x BLOCK_K blocks
     fc2_weight,  # tensor descriptor: (H, I) fp16, BLOCK_K x BLOCK_N blocks
     fc1_output,  # tensor descriptor: (M, I) fp32, 64 x BLOCK_N blocks
-    grad_fc1_output,  # out, tensor descriptor: (M, I) fp16, 64 x BLOCK_N blocks
+    grad_fc1_output,  # out, tensor descriptor: (M, I) fp16, 64 x BLOCK_N / 2 blocks
     bias_partials,  # out (cdiv(M, 64), I) fp32
     M,
     H: gl.constexpr,

@@ -259,7 +259,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
             (Tiles(grad_residual_f16, (g2.block_m, g2.block_k), gluon=True),
              Tiles(fc2_weight_f16, (g2.block_k, g2.block_n), gluon=True),
              Tiles(fc1_output, (g2.block_m, g2.block_n), gluon=True),
-             Tiles(grad_fc1_output, (g2.block_m, g2.block_n), gluon=True), bias_partials, M),
+             Tiles(grad_fc1_output, (g2.block_m, g2.block_n // 2), gluon=True), bias_partials, M),
             dict(H=H, I=I, GROUP_M=g2.group_m, STAGES=g2.stages),
             dict(num_warps=4, maxnreg=KERNEL_REGISTERS), after=(0,))
     elif g2.programs_per_sm == 0:
