@@ -259,11 +259,12 @@ _SM90 = LaunchPlan(
     ),
     input_gemm=(
         *_TRITON_PLAN.input_gemm[:-1],
-        # up to 32767 tokens (at most 3 whole waves of 128x256 tiles on 132 SMs; no workload between 17312 and
-        # 69568) the rows past the last whole wave in 64x128 tiles beside the main launch: 11384 tokens -2.8%, 14704 -1.6%, 17312 -5.6%; at 69568
-        # and 131072 tokens (8 and 15 whole waves) -0.4% and +0.5%; in 64x64 tiles 14704 +2.7% (H100,
-        # results/ab_stage3_tail_8cc02e8_h100.json). (Not on sm_100: there Triton's main program takes 214
-        # registers, which leaves an SM no room for a tail program beside it: bench/compile_check.py.)
+        # up to 32767 tokens (at most 3 whole waves of 128x256 tiles on 132 SMs; no workload between 17312
+        # and 69568) the rows past the last whole wave in 64x128 tiles beside the main launch: 11384 tokens
+        # -2.8%, 14704 -1.6%, 17312 -5.6%; at 69568 and 131072 tokens (8 and 15 whole waves) -0.4% and +0.5%;
+        # in 64x64 tiles 14704 +2.7% (H100, results/ab_stage3_tail_8cc02e8_h100.json). (Not on sm_100: there
+        # Triton's main program takes 214 registers, which leaves an SM no room for a tail program beside it:
+        # bench/compile_check.py.)
         (32767, replace(_TRITON_PLAN.input_gemm[-1][1],
                         tail=InputGemmConfig(block_m=64, block_n=128, block_k=64, warps=4, stages=3))),
         _TRITON_PLAN.input_gemm[-1],
