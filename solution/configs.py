@@ -145,7 +145,11 @@ class LaunchPlan:
     # where stage 4 reads the copies and runs after stage 3: gelu_output's copy as its own launch
     # beside stage 3 with n > 0 programs an SM, or (0) in stage 1
     gelu_copy_beside_stage3: tuple[tuple[int, int], ...]
-    gelu_copy: CopyConfig  # that launch's step and warps
+    # where stage 4 reads the copies and runs beside stage 3 (and stage 1 rounds the weights):
+    # gelu_output's copy, with fc1_weight's rounding, as its own launch beside stage 2 with n > 0
+    # programs an SM, or (0) both in stage 1
+    gelu_copy_beside_stage2: tuple[tuple[int, int], ...]
+    gelu_copy: CopyConfig  # either copy launch's step and warps
     # up to this many tokens stages 2 and 3 read the caller's fp32 weights, load and round their
     # whole weight strips before they wait for the stage before, and are launched as programmatic
     # dependents of it (so that they load while it runs); stage 1 then rounds no weights
@@ -227,6 +231,7 @@ _TRITON_PLAN = LaunchPlan(
     # fp32 inputs: 2984 tokens 89.0 vs 94.0 on the copies; 1163 49.4 vs 44.35 (results/stage4_fp32_operands_ab_446f215.json)
     stage4_reads_fp32_from=2048,
     gelu_copy_beside_stage3=((ANY_TOKENS, 0),),  # no copy runs beside stage 3: from 2048 tokens stage 4 reads fp32
+    gelu_copy_beside_stage2=((ANY_TOKENS, 0),),  # not measured on sm_100
     # 8192 elements on 4 warps: 131072 tokens 2856 vs 3018 with 16384 on 8 (results/solutions_ab_copystep_28f7bad.json)
     gelu_copy=CopyConfig(block=8192, warps=4),
     # programmatic stages 2 and 3 on the fp32 weights up to 256 tokens: 128 tokens 19.2 vs 21.2 us, 131 22.2 vs 23.4
@@ -281,6 +286,11 @@ _SM90 = LaunchPlan(
     stage4_reads_fp32_from=4097,
     # the copy beside stage 3, one program an SM: 2984 tokens 84.8 vs 88.6 in stage 1 (results/solutions_ab_1b6e80d.json)
     gelu_copy_beside_stage3=((ANY_TOKENS, 1),),
+    # beside stage 2 at 257-512 tokens: 422 tokens 27.7 vs 28.7-29.1 us in stage 1; from 513 it slows stage 2 more
+    # than it saves: 613 tokens 36.0-36.4 vs 34.5-34.8, 1163 50.1-55.1 vs 48.7-48.8 (H100,
+    # results/ab_copy_beside_stage2_e2b63b9_h100.json, side c2w). Up to 256 tokens stage 1 rounds no weights
+    # and stages 2 and 3 are a programmatic chain that the launch would break.
+    gelu_copy_beside_stage2=((256, 0), (512, 1), (ANY_TOKENS, 0)),
     gelu_copy=_TRITON_PLAN.gelu_copy,
     programmatic_up_to=_TRITON_PLAN.programmatic_up_to,
     split_stage4_up_to=_TRITON_PLAN.split_stage4_up_to,

@@ -122,11 +122,14 @@ def layernorm_row_programs(tokens: int, ln: LayerNormConfig, sms: int) -> int:
 
 
 def gelu_copy_programs_per_sm(tokens: int, plan: LaunchPlan) -> int:
-    """Programs an SM of gelu_output's fp16 copy as its own launch beside stage 3 (fp16_copy.py), or 0
-    where there is none: stage 4 reads the fp32 input, or runs beside stage 3 (which the copy would
-    have to precede), or the plan keeps the copy in stage 1."""
-    if tokens >= plan.stage4_reads_fp32_from or tokens <= plan.overlap_stages_3_4_up_to:
+    """Programs an SM of gelu_output's fp16 copy as its own launch (fp16_copy.py), or 0 where there is
+    none (stage 4 reads the fp32 input, or the plan keeps the copy in stage 1): beside stage 3 where
+    stage 4 runs after stage 3, beside stage 2 where stages 3 and 4 run side by side (both then wait
+    for the copy)."""
+    if tokens >= plan.stage4_reads_fp32_from:
         return 0
+    if tokens <= plan.overlap_stages_3_4_up_to:
+        return for_tokens(plan.gelu_copy_beside_stage2, tokens)
     return for_tokens(plan.gelu_copy_beside_stage3, tokens)
 
 
@@ -241,12 +244,15 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
                        if w is not None)
 
     copy_gelu_in_stage1 = not fp32_stage4 and not gelu_copy_apart
+    # the copy beside stage 2 rounds fc1_weight too (stage 3's operand), off stage 1's critical path
+    fc1_weight_apart = gelu_copy_apart and stages_3_4_overlap and not weight_fp32
     stage1 = Launch(
         layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, copy_gelu_in_stage1, not weight_fp32),
         (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 else hidden_states,
-         gelu_output if copy_gelu_in_stage1 else None, None if weight_fp32 else fc1_weight,
+         gelu_output if copy_gelu_in_stage1 else None, None if weight_fp32 or fc1_weight_apart else fc1_weight,
          None if weight_fp32 else fc2_weight, grad_residual_f16,
-         hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None, fc1_weight_f16, fc2_weight_f16,
+         hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None,
+         None if fc1_weight_apart else fc1_weight_f16, fc2_weight_f16,
          ln_partials, arrivals, M, row_programs, counters or None),
         dict(H=H, I=I, BLOCK_M=ln.block_m, PREFETCH=ln.prefetch, CHUNK=chunk, COPY_HIDDEN=not fp32_stage4,
              COPY_GELU=copy_gelu_in_stage1, ROUND_WEIGHTS=not weight_fp32, GDC=gdc),
@@ -282,15 +288,16 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
             (*operands, Tiles(grad_residual_f16, (g.block_m, g.block_n)), grad_hidden_states, input_partials,
              arrivals if counters3 else None, M, row0, rows),
             dict(H=H, I=I, **_gemm_meta(g), GROUP_M=g.group_m, SPLITS=g.splits, WEIGHT_FP32=weight_fp32, GDC=gdc),
-            _gemm_options(g), after=(1,), programmatic=gdc, shared_carveout=_BESIDE_HEAVY if beside_main else None)
+            _gemm_options(g), after=(1, copy_index) if fc1_weight_apart else (1,), programmatic=gdc,
+            shared_carveout=_BESIDE_HEAVY if beside_main else None)
     # (programmatic, stage 3 is one launch: its configuration at few tokens has no tail.) A tail's
     # programs run beside the main launch's: their SMs must keep room for a main program
     regions = ((g3, 0, M),) if gdc else input_gemm_regions(M, H, g3, sms)
     stage3 = tuple(stage3_launch(*region, beside_main=len(regions) > 1 and k == 0) for k, region in enumerate(regions))
     stage3_indices = tuple(range(stage3_index, stage3_index + len(stage3)))
     # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
-    stage4_after = ((1,) if stages_3_4_overlap else (*stage3_indices, copy_index) if gelu_copy_apart else
-                    stage3_indices)
+    copy_after = (copy_index,) if gelu_copy_apart else ()
+    stage4_after = (1, *copy_after) if stages_3_4_overlap else (*stage3_indices, *copy_after)
     # grad_fc2_weight's half of Triton's stage 4 needs stage 1 alone (and gelu_output's copy, where that
     # is a launch of its own): up to plan.split_stage4_up_to tokens it is a launch of its own, beside stage 2
     split_stage4 = M <= plan.split_stage4_up_to and not ws_stage4
@@ -334,11 +341,16 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         dict(num_warps=plan.column_sums.warps),
         after=(1,))
 
-    # gelu_output's copy for stage 4, where it is apart from stage 1: beside stage 3 (after stage 2,
-    # whose persistent programs fill every SM). Launched before stage 3, so that the GPU places its
-    # persistent programs first: placed after stage 3's, they would wait for its last wave
-    copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I),
-                   dict(BLOCK=plan.gelu_copy.block), dict(num_warps=plan.gelu_copy.warps), after=(1,),
+    # gelu_output's copy for stage 4, where it is apart from stage 1. Beside stage 3 (after stage 2,
+    # whose persistent programs fill every SM): launched before stage 3, so that the GPU places its
+    # persistent programs first (placed after stage 3's, they would wait for its last wave). Beside
+    # stage 2 (after stage 1; recorded after stage 2, whose programs the GPU places first): it also
+    # rounds fc1_weight, which stage 3 then waits for
+    copy = (Launch(fp16_copy_kernel, gelu_copy_programs,
+                   (gelu_output, gelu_output_f16, M * I, *((fc1_weight, fc1_weight_f16, I * H) if fc1_weight_apart
+                                                           else (None, None, 0))),
+                   dict(BLOCK=plan.gelu_copy.block), dict(num_warps=plan.gelu_copy.warps),
+                   after=(0,) if stages_3_4_overlap else (1,),
                    shared_carveout=_BESIDE_HEAVY),) if gelu_copy_apart else ()
     sums_first, sums_last = ((column_sums,), ()) if sums_early else ((), (column_sums,))
     launches = (stage1, stage2, *sums_first, *copy, *stage3, *stage4, *sums_last)

@@ -16,11 +16,12 @@ sums' launch (column_sums.py) reduces in a fixed order (deterministic).
 
 The same launch rounds the other GEMM operands to fp16 once, so that the GEMM kernels read 16-bit
 operands: both weights as flat chunks of CHUNK elements (the programs after the row programs, one
-chunk each; not where stages 2 and 3 round their own weight strips, ROUND_WEIGHTS = False) and,
+chunk each; not where stages 2 and 3 round their own weight strips, ROUND_WEIGHTS = False; fc2_weight
+alone where the copy launch beside stage 2 rounds fc1_weight, fp16_copy.py) and,
 below configs.LaunchPlan.stage4_reads_fp32_from tokens, the inputs that stage 4 contracts over
 tokens: `hidden_states` in the row programs, alongside the LayerNorm rows (COPY_HIDDEN), and
-`gelu_output` in further flat chunks (COPY_GELU; unless the plan makes that copy beside stage 3,
-fp16_copy.py). From that threshold on stage 4 reads both fp32 inputs as they are and rounds them in
+`gelu_output` in further flat chunks (COPY_GELU; unless the plan makes that copy a launch of its
+own, fp16_copy.py). From that threshold on stage 4 reads both fp32 inputs as they are and rounds them in
 its tiles. Where stage 3 splits its K loop or the Gluon stage 4 runs, the launch also zeroes their
 arrival counters.
 """
@@ -98,10 +99,10 @@ def load_rows(rows, grad_output, normalized, var, M, H: tl.constexpr):
 @triton.jit
 def round_to_fp16_chunk(
     chunk,  # in [0, fp16_chunks(...)): any weight chunks, then any gelu_output ones
-    fc1_weight,  # (I, H) fp32, if ROUND_WEIGHTS (else None)
+    fc1_weight,  # (I, H) fp32, if ROUND_WEIGHTS and this launch rounds it (else None)
     fc2_weight,  # (H, I) fp32, if ROUND_WEIGHTS (else None)
     gelu_output,  # (M, I) fp32, if COPY_GELU (else None)
-    fc1_weight_f16,  # out (I, H) fp16, if ROUND_WEIGHTS (else None)
+    fc1_weight_f16,  # out (I, H) fp16, where fc1_weight is given (else None)
     fc2_weight_f16,  # out (H, I) fp16, if ROUND_WEIGHTS (else None)
     gelu_output_f16,  # out (M, I) fp16, if COPY_GELU (else None)
     M,
@@ -116,7 +117,8 @@ def round_to_fp16_chunk(
     if ROUND_WEIGHTS:
         if chunk < weight_chunks:  # BLOCK elements of each weight
             offsets = chunk * BLOCK + tl.arange(0, BLOCK)
-            tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
+            if fc1_weight is not None:  # (else the copy launch beside stage 2 rounds it)
+                tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
             tl.store(fc2_weight_f16 + offsets, tl.load(fc2_weight + offsets).to(tl.float16))
         elif COPY_GELU:
             round_gelu_chunk(chunk - weight_chunks, gelu_output, gelu_output_f16, M, I, BLOCK)
