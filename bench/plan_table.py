@@ -29,7 +29,7 @@ ARCHITECTURES = {"sm_90": "Hopper (H100, H200)", "sm_100": "Blackwell (B200, the
 def bounds(plan: configs.LaunchPlan) -> list[int]:
     """The last token count of each range in which nothing in the plan changes, ascending."""
     limits = {limit for table in (plan.layernorm, plan.fp16_chunk, plan.gelu_gemm, plan.input_gemm, plan.weight_gemm,
-                                  plan.gelu_copy_beside_stage3) for limit, _ in table}
+                                  plan.gelu_copy_beside_stage3, plan.gelu_copy_beside_stage2) for limit, _ in table}
     limits |= {plan.stage4_reads_fp32_from - 1, plan.overlap_stages_3_4_up_to, plan.programmatic_up_to,
                plan.split_stage4_up_to, plan.column_sums_early_from - 1}
     # (a "from" field at ANY_TOKENS, which no call reaches, gives ANY_TOKENS - 1: no bound)
@@ -53,11 +53,13 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
     ln, chunk = for_tokens(plan.layernorm, tokens), for_tokens(plan.fp16_chunk, tokens)
     fp32_stage4 = tokens >= plan.stage4_reads_fp32_from
     copies = "" if fp32_stage4 else ", hidden_states" + ("" if "fp16_copy_kernel" in kernels else ", gelu_output")
+    beside2 = "fp16_copy_kernel" in kernels and tokens <= plan.overlap_stages_3_4_up_to  # the copy beside stage 2
+    weights = "fc2_weight" if beside2 else "the weights"
     out = {"1 LayerNorm backward": (
         "layernorm_backward_kernel",
         f"{ln.block_m} rows a step on {ln.warps} warps, at most {ln.waves} row programs an SM"
         + (", each next step's rows loaded early" if ln.prefetch else "") + "; fp16 copies of "
-        + (f"{copies[2:]} (no weight copies)" if weight_fp32 else f"the weights ({chunk}-element chunks){copies}"))}
+        + (f"{copies[2:]} (no weight copies)" if weight_fp32 else f"{weights} ({chunk}-element chunks){copies}"))}
     g2 = for_tokens(plan.gelu_gemm, tokens)
     if isinstance(g2, configs.GeluGemmWsConfig):
         out["2 GELU backward GEMM"] = ("gelu_backward_ws_kernel (Gluon, warp-specialized)",
@@ -73,7 +75,8 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
                                        f"{_tile(g2)}, {g2.warps} warps, {g2.stages} stages")
     copy = gelu_copy_programs_per_sm(tokens, plan)
     if copy:
-        out["copy of gelu_output"] = ("fp16_copy_kernel (beside stage 3)", f"{copy} program{'s' * (copy > 1)} an SM, "
+        beside = "beside stage 2, also rounding fc1_weight" if beside2 else "beside stage 3"
+        out["copy of gelu_output"] = (f"fp16_copy_kernel ({beside})", f"{copy} program{'s' * (copy > 1)} an SM, "
                                       f"{plan.gelu_copy.block} elements a step on {plan.gelu_copy.warps} warps")
     g3 = for_tokens(plan.input_gemm, tokens)
     split = f", K split over {g3.splits} programs" if g3.splits > 1 else ""

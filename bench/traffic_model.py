@@ -56,7 +56,7 @@ WEIGHT_GRAD = "weight_grad_kernel"  # stage 4 on fp16 copies of gelu_output and 
 WEIGHT_GRAD_FP32 = "weight_grad_kernel (fp32 inputs)"
 WEIGHT_WS = "weight_grad_ws_kernel"  # stage 4 on the fp32 inputs, warp-specialized (Hopper from 4097 tokens)
 COLUMN_SUMS = "column_sums_kernel"  # the bias and LayerNorm column sums, beside stages 3 and 4
-FP16_COPY = "fp16_copy_kernel"  # gelu_output's fp16 copy beside stage 3 (Hopper, 2049-4096 tokens)
+FP16_COPY = "fp16_copy_kernel"  # gelu_output's fp16 copy beside stage 3 (Hopper, 2049-4096 tokens) or 2 (257-512)
 # kernel names in older results files, as the model names those stages
 KERNEL_ALIASES = {"gelu_backward_persistent_kernel": GELU, "weight_grad_fp32_kernel": WEIGHT_GRAD_FP32}
 
@@ -77,12 +77,14 @@ class Fp16Copies:
     tokens on where stage 2 is persistent, stage 2's epilogue did), and stage 4 read those copies
     (LaunchPlan.round_gelu_in_stage2_from of that time). Today's plans have the copies below
     stage4_reads_fp32_from tokens only, made in stage 1, or gelu_output's in its own launch beside
-    stage 3 (gelu_beside_stage3: sm_90 from 2049 tokens to its plan's stage4_reads_fp32_from).
+    stage 3 (gelu_beside_stage3: sm_90 from 2049 tokens to its plan's stage4_reads_fp32_from), or
+    beside stage 2 together with fc1_weight's rounding (gelu_beside_stage2: sm_90 at 257-512 tokens).
     Every stored measurement also had stage 1 write grad_residual in fp32 beside its fp16 copy, and
     stage 3 add the fp32 one (fp32_residual); today's layouts have the fp16 copy alone."""
 
     gelu_in_stage2_from: int
     gelu_beside_stage3: bool = False  # gelu_output's copy its own launch beside stage 3 (Hopper)
+    gelu_beside_stage2: bool = False  # that launch beside stage 2, rounding fc1_weight too (Hopper)
     fp32_residual: bool = True
 
 
@@ -91,6 +93,8 @@ MAIN_COPIES = Fp16Copies(gelu_in_stage2_from=16384)  # main's plan before the hy
 # (stage 4 after stage 3)
 COPIES_IN_STAGE1 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS, fp32_residual=False)
 COPIES_BESIDE_STAGE3 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS, gelu_beside_stage3=True,
+                                  fp32_residual=False)
+COPIES_BESIDE_STAGE2 = Fp16Copies(gelu_in_stage2_from=configs.ANY_TOKENS, gelu_beside_stage2=True,
                                   fp32_residual=False)
 
 
@@ -167,7 +171,8 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
     measured the efficiencies below."""
     M = tokens
     if copies is None and M < plan.stage4_reads_fp32_from:
-        copies = COPIES_BESIDE_STAGE3 if gelu_copy_programs_per_sm(M, plan) else COPIES_IN_STAGE1
+        copies = (COPIES_IN_STAGE1 if not gelu_copy_programs_per_sm(M, plan) else
+                  COPIES_BESIDE_STAGE2 if M <= plan.overlap_stages_3_4_up_to else COPIES_BESIDE_STAGE3)
     ws_stage4 = copies is None and isinstance(for_tokens(plan.weight_gemm, M), WeightGemmWsConfig)
     g2 = for_tokens(plan.gelu_gemm, M)
     bias_partials = fp32(math.ceil(M / g2.block_m), I)
@@ -222,11 +227,15 @@ def with_fp16_copies(stages: dict[str, dict], tokens: int, plan: LaunchPlan, cop
     if M >= copies.gelu_in_stage2_from and stage2_persistent(M, plan):
         gelu_stage = stage2_kernel(M, plan)
     out = dict(stages)
-    if copies.gelu_beside_stage3:  # its own launch, after stage 2 and before stage 3
+    if copies.gelu_beside_stage3 or copies.gelu_beside_stage2:  # its own launch, recorded before stage 3
         gelu_stage = FP16_COPY
         order = list(out)
         order.insert(order.index(INPUT_GRAD), FP16_COPY)
         out = {k: out.get(k, traffic({}, {})) for k in order}
+    if copies.gelu_beside_stage2 and "fc1_weight_f16" in out[LAYERNORM]["writes"]:  # fc1_weight's rounding too
+        weight = {"fc1_weight": fp32(I, H)}, {"fc1_weight_f16": fp16(I, H)}
+        out[LAYERNORM] = changed(out[LAYERNORM], reads=weight[0], writes=weight[1])
+        out[FP16_COPY] = changed(out[FP16_COPY], add_reads=weight[0], add_writes=weight[1])
     out[LAYERNORM] = changed(out[LAYERNORM], add_reads={"hidden_states": fp32(M, H)},
                              add_writes={"hidden_states_f16": fp16(M, H)})
     if copies.fp32_residual:
@@ -390,12 +399,15 @@ def predict_stages(stages: dict[str, dict], tokens: int, plan: LaunchPlan,
 def call_ms(predicted: dict[str, dict], tokens: int, plan: LaunchPlan) -> float:
     """The call: stages one after the other, except stages 3 and 4 side by side where the plan runs them
     concurrently (then the longer of the two, each at its time alone: 128-1163 tokens agree within 2 us),
-    and stage 3 beside gelu_output's copy where that is its own launch (the longer of the two, the
-    copy's rate being that of the shared phase); the column sums beside them, left out."""
+    and stage 3 (or, where stages 3 and 4 overlap, stage 2) beside gelu_output's copy where that is its
+    own launch (the longer of the two, the copy's rate being that of the phase beside stage 3); the
+    column sums beside them, left out."""
     ms = {kernel: p["ms"] for kernel, p in predicted.items() if kernel != COLUMN_SUMS}
     stage4 = next((ms[k] for k in (WEIGHT_GRAD, WEIGHT_GRAD_FP32, WEIGHT_WS) if k in ms), None)
     if tokens <= plan.overlap_stages_3_4_up_to and INPUT_GRAD in ms and stage4 is not None:
-        return sum(ms.values()) - min(ms[INPUT_GRAD], stage4)
+        stage2 = next(k for k in (GELU, GELU_WS) if k in ms)
+        beside2 = min(ms[stage2], ms[FP16_COPY]) if FP16_COPY in ms else 0.0  # the copy beside stage 2
+        return sum(ms.values()) - min(ms[INPUT_GRAD], stage4) - beside2
     if FP16_COPY in ms and INPUT_GRAD in ms:
         return sum(ms.values()) - min(ms[INPUT_GRAD], ms[FP16_COPY])
     return sum(ms.values())
@@ -460,7 +472,7 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
                 (limit, gemm(f.name, c)) for limit, c in value)
         elif f.name == "fp16_chunk":  # one number for every token count before 6caa1d8's table
             value = ((configs.ANY_TOKENS, value),) if isinstance(value, int) else tuple(map(tuple, value))
-        elif f.name == "gelu_copy_beside_stage3":
+        elif f.name in ("gelu_copy_beside_stage3", "gelu_copy_beside_stage2"):
             value = tuple(map(tuple, value))
         elif f.name == "gelu_copy":
             value = configs.CopyConfig(**_known_fields(configs.CopyConfig, value))
@@ -470,6 +482,7 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
             value = tuple((limit, configs.LayerNormConfig(**_known_fields(configs.LayerNormConfig, c))) for limit, c in value)
         known[f.name] = value
     known.setdefault("gelu_copy_beside_stage3", ((configs.ANY_TOKENS, 0),))  # in stage 1 in older records
+    known.setdefault("gelu_copy_beside_stage2", ((configs.ANY_TOKENS, 0),))
     known.setdefault("programmatic_up_to", 0)  # stage 1 rounded the weights at every size in older records
     known.setdefault("split_stage4_up_to", 0)  # stage 4 in one launch in older records
     if "column_sums" not in known and "sum_block_r" in record:  # the plan's one column-sum field in older records

@@ -127,6 +127,24 @@ def test_gelu_copy_beside_stage3_moves_bytes_out_of_stage1():
         sum(p["ms"] for k, p in predicted.items() if k not in (tm.COLUMN_SUMS, tm.INPUT_GRAD, tm.FP16_COPY)) + longer)
 
 
+def test_gelu_copy_beside_stage2_moves_bytes_out_of_stage1():
+    """sm_90 at 257-512 tokens: gelu_output's copy and fc1_weight's rounding leave stage 1 for a launch
+    beside stage 2; the call moves the same bytes, and its predicted time takes the longer of stage 2
+    and the copy, then the longer of stages 3 and 4."""
+    plan = configs.PLANS["sm_90"]
+    M = 422
+    in_stage1 = dataclasses.replace(plan, gelu_copy_beside_stage2=((configs.ANY_TOKENS, 0),))
+    apart, together = tm.stage_traffic(M, plan), tm.stage_traffic(M, in_stage1)
+    assert list(apart) == [tm.LAYERNORM, tm.GELU, tm.FP16_COPY, tm.INPUT_GRAD, tm.WEIGHT_GRAD, tm.COLUMN_SUMS]
+    assert tm.FP16_COPY not in together and tm.total(apart)["bytes"] == tm.total(together)["bytes"]
+    assert together[tm.LAYERNORM]["bytes"] - apart[tm.LAYERNORM]["bytes"] == apart[tm.FP16_COPY]["bytes"] == (
+        6 * M * 2048 + 6 * 2048 * 512)
+    assert "fc1_weight" not in apart[tm.LAYERNORM]["reads"] and "fc2_weight" in apart[tm.LAYERNORM]["reads"]
+    predicted = tm.predict(M, plan)
+    ms = {k: p["ms"] for k, p in predicted.items()}
+    assert tm.call_ms(predicted, M, plan) == pytest.approx(
+        ms[tm.LAYERNORM] + max(ms[tm.GELU], ms[tm.FP16_COPY]) + max(ms[tm.INPUT_GRAD], ms[tm.WEIGHT_GRAD]))
+
 def launch_buffers(launch) -> dict[str, Buffer]:
     """The buffers a launch is given, by name (TMA views resolved to their buffer)."""
     buffers = (a.buffer if isinstance(a, Tiles) else a for a in launch.args)
