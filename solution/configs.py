@@ -158,6 +158,9 @@ class LaunchPlan:
     # their programs beside stage 3's first wave; below, after stage 4, so that they take the SMs that
     # stage 3's last wave leaves (and may still hold some when stage 4 starts)
     column_sums_early_from: int
+    # where stage 4 reads the copies and runs beside stage 3: gelu_output's copy as its own launch
+    # beside stage 2 with n > 0 programs an SM, or (0) in stage 1
+    gelu_copy_beside_stage2: tuple[tuple[int, int], ...] = ((ANY_TOKENS, 0),)
 
     def __hash__(self) -> int:
         """Computed once: the plan keys the per-shape caches that every call looks up."""

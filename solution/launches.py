@@ -125,8 +125,10 @@ def gelu_copy_programs_per_sm(tokens: int, plan: LaunchPlan) -> int:
     """Programs an SM of gelu_output's fp16 copy as its own launch beside stage 3 (fp16_copy.py), or 0
     where there is none: stage 4 reads the fp32 input, or runs beside stage 3 (which the copy would
     have to precede), or the plan keeps the copy in stage 1."""
-    if tokens >= plan.stage4_reads_fp32_from or tokens <= plan.overlap_stages_3_4_up_to:
+    if tokens >= plan.stage4_reads_fp32_from:
         return 0
+    if tokens <= plan.overlap_stages_3_4_up_to:
+        return for_tokens(plan.gelu_copy_beside_stage2, tokens)
     return for_tokens(plan.gelu_copy_beside_stage3, tokens)
 
 
@@ -289,7 +291,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     stage3 = tuple(stage3_launch(*region, beside_main=len(regions) > 1 and k == 0) for k, region in enumerate(regions))
     stage3_indices = tuple(range(stage3_index, stage3_index + len(stage3)))
     # stage 4 needs stages 1 and 2, not stage 3: at few tokens the two run concurrently
-    stage4_after = ((1,) if stages_3_4_overlap else (*stage3_indices, copy_index) if gelu_copy_apart else
+    stage4_after = (((1, copy_index) if gelu_copy_apart else (1,)) if stages_3_4_overlap else (*stage3_indices, copy_index) if gelu_copy_apart else
                     stage3_indices)
     # grad_fc2_weight's half of Triton's stage 4 needs stage 1 alone (and gelu_output's copy, where that
     # is a launch of its own): up to plan.split_stage4_up_to tokens it is a launch of its own, beside stage 2
@@ -338,7 +340,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # whose persistent programs fill every SM). Launched before stage 3, so that the GPU places its
     # persistent programs first: placed after stage 3's, they would wait for its last wave
     copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I),
-                   dict(BLOCK=plan.gelu_copy.block), dict(num_warps=plan.gelu_copy.warps), after=(1,),
+                   dict(BLOCK=plan.gelu_copy.block), dict(num_warps=plan.gelu_copy.warps),
+                   after=(0,) if stages_3_4_overlap else (1,),
                    shared_carveout=_BESIDE_HEAVY),) if gelu_copy_apart else ()
     sums_first, sums_last = ((column_sums,), ()) if sums_early else ((), (column_sums,))
     launches = (stage1, stage2, *sums_first, *copy, *stage3, *stage4, *sums_last)

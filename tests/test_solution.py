@@ -362,6 +362,28 @@ def test_gelu_copy_beside_stage3(sums_early, device, nan_outputs, outputs_pass):
     assert all(launch.shared_carveout is None for k, launch in enumerate(launches) if k != copy)
 
 
+
+@pytest.mark.parametrize("split_up_to", [0, configs.ANY_TOKENS], ids=["stage4-one-launch", "stage4-split"])
+def test_gelu_copy_beside_stage2(split_up_to, device, nan_outputs, outputs_pass):
+    """Stage 4 on fp16 copies beside stage 3, with gelu_output's copy as its own launch beside stage 2
+    instead of in stage 1: on a small shape, the copy after stage 1 alone and stage 4 (or its
+    grad_fc2_weight half) after the copy."""
+    plan = device_plan(device, stage4_reads_fp32_from=configs.ANY_TOKENS, overlap_stages_3_4_up_to=configs.ANY_TOKENS,
+                       gelu_copy_beside_stage2=((configs.ANY_TOKENS, 1),), split_stage4_up_to=split_up_to,
+                       programmatic_up_to=0)
+    inputs = draw(2, 37, device, seed=322)
+    outputs = nan_outputs(2, 37, device)
+    call(inputs, outputs, plan)
+    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+    launches = describe_call(Dims(tokens=74, hidden=512, intermediate=2048, device=torch.device("cpu")), plan).launches
+    names = [launch.kernel.fn.__name__ for launch in launches]
+    assert names[:4] == ["layernorm_backward_kernel", "gelu_backward_gemm_kernel", "fp16_copy_kernel",
+                         "input_grad_gemm_kernel"]
+    assert launches[2].after == (0,) and launches[3].after == (1,)
+    stage4 = [launch.after for launch in launches if launch.kernel.fn.__name__ == "weight_grad_kernel"]
+    assert stage4 == ([(2,), (1, 2)] if split_up_to else [(1, 2)])
+    assert not launches[0].constexprs["COPY_GELU"] and launches[0].constexprs["COPY_HIDDEN"]
+
 STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.ANY_TOKENS, id="stage4-reads-fp16-copies")]
 
 
