@@ -20,11 +20,20 @@ def fp16_copy_kernel(
     src,  # (n,) fp32
     dst,  # out (n,) fp16
     n,
+    src2,  # (n2,) fp32: a second tensor to round, or None
+    dst2,  # out (n2,) fp16, or None
+    n2,
     BLOCK: tl.constexpr,
 ):
     # 64-bit offsets: M * I passes 2^31 from 2^20 tokens on
     first = tl.program_id(0).to(tl.int64) * BLOCK
-    for start in range(first, n, tl.num_programs(0) * BLOCK):
+    step = tl.num_programs(0) * BLOCK
+    if src2 is not None:
+        for start in range(first, n2, step):
+            flat = start + tl.arange(0, BLOCK)
+            in_range = flat < n2
+            tl.store(dst2 + flat, tl.load(src2 + flat, mask=in_range).to(tl.float16), mask=in_range)
+    for start in range(first, n, step):
         flat = start + tl.arange(0, BLOCK)
         in_range = flat < n
         tl.store(dst + flat, tl.load(src + flat, mask=in_range).to(tl.float16), mask=in_range)

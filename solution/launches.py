@@ -243,12 +243,15 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
                        if w is not None)
 
     copy_gelu_in_stage1 = not fp32_stage4 and not gelu_copy_apart
+    # the copy beside stage 2 rounds fc1_weight too (stage 3's operand), off stage 1's critical path
+    fc1_weight_apart = gelu_copy_apart and stages_3_4_overlap and not weight_fp32
     stage1 = Launch(
         layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, copy_gelu_in_stage1, not weight_fp32),
         (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 else hidden_states,
-         gelu_output if copy_gelu_in_stage1 else None, None if weight_fp32 else fc1_weight,
+         gelu_output if copy_gelu_in_stage1 else None, None if weight_fp32 or fc1_weight_apart else fc1_weight,
          None if weight_fp32 else fc2_weight, grad_residual_f16,
-         hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None, fc1_weight_f16, fc2_weight_f16,
+         hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None,
+         None if fc1_weight_apart else fc1_weight_f16, fc2_weight_f16,
          ln_partials, arrivals, M, row_programs, counters or None),
         dict(H=H, I=I, BLOCK_M=ln.block_m, PREFETCH=ln.prefetch, CHUNK=chunk, COPY_HIDDEN=not fp32_stage4,
              COPY_GELU=copy_gelu_in_stage1, ROUND_WEIGHTS=not weight_fp32, GDC=gdc),
@@ -284,7 +287,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
             (*operands, Tiles(grad_residual_f16, (g.block_m, g.block_n)), grad_hidden_states, input_partials,
              arrivals if counters3 else None, M, row0, rows),
             dict(H=H, I=I, **_gemm_meta(g), GROUP_M=g.group_m, SPLITS=g.splits, WEIGHT_FP32=weight_fp32, GDC=gdc),
-            _gemm_options(g), after=(1,), programmatic=gdc, shared_carveout=_BESIDE_HEAVY if beside_main else None)
+            _gemm_options(g), after=(1, copy_index) if fc1_weight_apart else (1,), programmatic=gdc,
+            shared_carveout=_BESIDE_HEAVY if beside_main else None)
     # (programmatic, stage 3 is one launch: its configuration at few tokens has no tail.) A tail's
     # programs run beside the main launch's: their SMs must keep room for a main program
     regions = ((g3, 0, M),) if gdc else input_gemm_regions(M, H, g3, sms)
@@ -339,7 +343,9 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # gelu_output's copy for stage 4, where it is apart from stage 1: beside stage 3 (after stage 2,
     # whose persistent programs fill every SM). Launched before stage 3, so that the GPU places its
     # persistent programs first: placed after stage 3's, they would wait for its last wave
-    copy = (Launch(fp16_copy_kernel, gelu_copy_programs, (gelu_output, gelu_output_f16, M * I),
+    copy = (Launch(fp16_copy_kernel, gelu_copy_programs,
+                   (gelu_output, gelu_output_f16, M * I, *((fc1_weight, fc1_weight_f16, I * H) if fc1_weight_apart
+                                                           else (None, None, 0))),
                    dict(BLOCK=plan.gelu_copy.block), dict(num_warps=plan.gelu_copy.warps),
                    after=(0,) if stages_3_4_overlap else (1,),
                    shared_carveout=_BESIDE_HEAVY),) if gelu_copy_apart else ()

@@ -116,7 +116,8 @@ def round_to_fp16_chunk(
     if ROUND_WEIGHTS:
         if chunk < weight_chunks:  # BLOCK elements of each weight
             offsets = chunk * BLOCK + tl.arange(0, BLOCK)
-            tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
+            if fc1_weight is not None:  # (else the copy beside stage 2 rounds it)
+                tl.store(fc1_weight_f16 + offsets, tl.load(fc1_weight + offsets).to(tl.float16))
             tl.store(fc2_weight_f16 + offsets, tl.load(fc2_weight + offsets).to(tl.float16))
         elif COPY_GELU:
             round_gelu_chunk(chunk - weight_chunks, gelu_output, gelu_output_f16, M, I, BLOCK)

@@ -365,9 +365,9 @@ def test_gelu_copy_beside_stage3(sums_early, device, nan_outputs, outputs_pass):
 
 @pytest.mark.parametrize("split_up_to", [0, configs.ANY_TOKENS], ids=["stage4-one-launch", "stage4-split"])
 def test_gelu_copy_beside_stage2(split_up_to, device, nan_outputs, outputs_pass):
-    """Stage 4 on fp16 copies beside stage 3, with gelu_output's copy as its own launch beside stage 2
-    instead of in stage 1: on a small shape, the copy after stage 1 alone and stage 4 (or its
-    grad_fc2_weight half) after the copy."""
+    """Stage 4 on fp16 copies beside stage 3, with gelu_output's copy (and fc1_weight's rounding) as
+    its own launch beside stage 2 instead of in stage 1: on a small shape, the copy after stage 1
+    alone, stage 3 and stage 4 (or its grad_fc2_weight half) after the copy."""
     plan = device_plan(device, stage4_reads_fp32_from=configs.ANY_TOKENS, overlap_stages_3_4_up_to=configs.ANY_TOKENS,
                        gelu_copy_beside_stage2=((configs.ANY_TOKENS, 1),), split_stage4_up_to=split_up_to,
                        programmatic_up_to=0)
@@ -379,7 +379,8 @@ def test_gelu_copy_beside_stage2(split_up_to, device, nan_outputs, outputs_pass)
     names = [launch.kernel.fn.__name__ for launch in launches]
     assert names[:4] == ["layernorm_backward_kernel", "gelu_backward_gemm_kernel", "fp16_copy_kernel",
                          "input_grad_gemm_kernel"]
-    assert launches[2].after == (0,) and launches[3].after == (1,)
+    assert launches[2].after == (0,) and launches[3].after == (1, 2)  # stage 3 reads the copy's fc1_weight
+    assert launches[2].args[3].name == "fc1_weight" and launches[0].args[7] is None
     stage4 = [launch.after for launch in launches if launch.kernel.fn.__name__ == "weight_grad_kernel"]
     assert stage4 == ([(2,), (1, 2)] if split_up_to else [(1, 2)])
     assert not launches[0].constexprs["COPY_GELU"] and launches[0].constexprs["COPY_HIDDEN"]
