@@ -32,9 +32,9 @@ from reference.problem import ROOT
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
 STAGES_BEGIN, STAGES_END = "<!-- stages:begin -->", "<!-- stages:end -->"
 REAL_USE_BEGIN, REAL_USE_END = "<!-- real-use:begin -->", "<!-- real-use:end -->"
-RESULTS_FILE = ROOT / "results" / "eval_nobaselines_167fd6c_h100.json"  # the evaluation the README reports
-AB_FILE = ROOT / "results" / "ab_167fd6c_h100.json"  # the stage times docs/performance.md reports
-REAL_USE_FILE = ROOT / "results" / "real_use_044a6c0_h100.json"  # the real-use measurement it reports
+RESULTS_FILE = ROOT / "results" / "eval_nobaselines_b9a5b37_h100.json"  # the evaluation the README reports
+AB_FILE = ROOT / "results" / "ab_b9a5b37_h100.json"  # the stage times docs/performance.md reports
+REAL_USE_FILE = ROOT / "results" / "real_use_b9a5b37_h100.json"  # the real-use measurement it reports
 # the stage each kernel runs, as docs/performance.md's table has them
 STAGE_OF = {"layernorm_backward_kernel": "stage 1", "gelu_backward_gemm_kernel": "stage 2",
             "gelu_backward_ws_kernel": "stage 2", "fp16_copy_kernel": "copy", "input_grad_gemm_kernel": "stage 3",
