@@ -339,6 +339,15 @@ def test_grids_of_stage4_and_the_column_sums(split_up_to):
         assert sums.grid * sums.constexprs["COLS"] == 3 * hidden + intermediate
 
 
+def small_call_launches(plan, seed, device, nan_outputs, outputs_pass) -> tuple:
+    """A call of 2 x 37 tokens under `plan`, checked against the reference; the launches it made."""
+    inputs = draw(2, 37, device, seed=seed)
+    outputs = nan_outputs(2, 37, device)
+    call(inputs, outputs, plan)
+    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
+    return describe_call(Dims(tokens=74, hidden=512, intermediate=2048, device=torch.device("cpu")), plan).launches
+
+
 @pytest.mark.parametrize("sums_early", [False, True], ids=["sums-last", "sums-early"])
 def test_gelu_copy_beside_stage3(sums_early, device, nan_outputs, outputs_pass):
     """Stage 4 on fp16 copies after stage 3, with gelu_output's copy as its own launch beside stage 3
@@ -347,11 +356,7 @@ def test_gelu_copy_beside_stage3(sums_early, device, nan_outputs, outputs_pass):
     plan = device_plan(device, stage4_reads_fp32_from=configs.ANY_TOKENS, overlap_stages_3_4_up_to=16,
                        gelu_copy_beside_stage3=((configs.ANY_TOKENS, 1),), split_stage4_up_to=0,
                        column_sums_early_from=1 if sums_early else configs.ANY_TOKENS)
-    inputs = draw(2, 37, device, seed=321)
-    outputs = nan_outputs(2, 37, device)
-    call(inputs, outputs, plan)
-    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
-    launches = describe_call(Dims(tokens=74, hidden=512, intermediate=2048, device=torch.device("cpu")), plan).launches
+    launches = small_call_launches(plan, 321, device, nan_outputs, outputs_pass)
     names = [launch.kernel.fn.__name__ for launch in launches]
     copy = 2 + sums_early  # the copy's index
     assert names[copy:copy + 3] == ["fp16_copy_kernel", "input_grad_gemm_kernel", "weight_grad_kernel"]
@@ -362,7 +367,6 @@ def test_gelu_copy_beside_stage3(sums_early, device, nan_outputs, outputs_pass):
     assert all(launch.shared_carveout is None for k, launch in enumerate(launches) if k != copy)
 
 
-
 @pytest.mark.parametrize("split_up_to", [0, configs.ANY_TOKENS], ids=["stage4-one-launch", "stage4-split"])
 def test_gelu_copy_beside_stage2(split_up_to, device, nan_outputs, outputs_pass):
     """Stage 4 on fp16 copies beside stage 3, with gelu_output's copy (and fc1_weight's rounding) as
@@ -371,11 +375,7 @@ def test_gelu_copy_beside_stage2(split_up_to, device, nan_outputs, outputs_pass)
     plan = device_plan(device, stage4_reads_fp32_from=configs.ANY_TOKENS, overlap_stages_3_4_up_to=configs.ANY_TOKENS,
                        gelu_copy_beside_stage2=((configs.ANY_TOKENS, 1),), split_stage4_up_to=split_up_to,
                        programmatic_up_to=0)
-    inputs = draw(2, 37, device, seed=322)
-    outputs = nan_outputs(2, 37, device)
-    call(inputs, outputs, plan)
-    outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
-    launches = describe_call(Dims(tokens=74, hidden=512, intermediate=2048, device=torch.device("cpu")), plan).launches
+    launches = small_call_launches(plan, 322, device, nan_outputs, outputs_pass)
     names = [launch.kernel.fn.__name__ for launch in launches]
     assert names[:4] == ["layernorm_backward_kernel", "gelu_backward_gemm_kernel", "fp16_copy_kernel",
                          "input_grad_gemm_kernel"]
@@ -384,6 +384,7 @@ def test_gelu_copy_beside_stage2(split_up_to, device, nan_outputs, outputs_pass)
     stage4 = [launch.after for launch in launches if launch.kernel.fn.__name__ == "weight_grad_kernel"]
     assert stage4 == ([(2,), (1, 2)] if split_up_to else [(1, 2)])
     assert not launches[0].constexprs["COPY_GELU"] and launches[0].constexprs["COPY_HIDDEN"]
+
 
 STAGE4_LAYOUTS = [pytest.param(0, id="stage4-reads-fp32"), pytest.param(configs.ANY_TOKENS, id="stage4-reads-fp16-copies")]
 
