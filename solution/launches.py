@@ -1,4 +1,4 @@
-"""What one call launches, for a shape and a plan: five or six launches, their grids, the order they need,
+"""What one call launches, for a shape and a plan: five to seven launches, their grids, the order they need,
 and their arguments named symbolically (a caller's tensor, a workspace, a TMA view of either, eps).
 
 The description depends only on the shape, the device's SM count and the plan, never on the data,
