@@ -18,7 +18,8 @@ import torch
 
 from solution import configs
 from solution.arguments import Dims
-from solution.launches import describe_call, gelu_copy_programs_per_sm, weights_read_fp32
+from solution.launches import (describe_call, gelu_copy_beside_stage2, gelu_copy_programs_per_sm,
+                               weights_read_fp32)
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "plan.md"
@@ -53,7 +54,7 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
     ln, chunk = for_tokens(plan.layernorm, tokens), for_tokens(plan.fp16_chunk, tokens)
     fp32_stage4 = tokens >= plan.stage4_reads_fp32_from
     copies = "" if fp32_stage4 else ", hidden_states" + ("" if "fp16_copy_kernel" in kernels else ", gelu_output")
-    beside2 = "fp16_copy_kernel" in kernels and tokens <= plan.overlap_stages_3_4_up_to  # the copy beside stage 2
+    beside2 = gelu_copy_beside_stage2(tokens, plan)
     weights = "fc2_weight" if beside2 else "the weights"
     out = {"1 LayerNorm backward": (
         "layernorm_backward_kernel",

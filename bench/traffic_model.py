@@ -38,7 +38,8 @@ from pathlib import Path
 from solution import configs
 from solution.configs import (GeluGemmConfig, GeluGemmWsConfig, InputGemmConfig, LaunchPlan, WeightGemmConfig,
                               WeightGemmWsConfig, for_tokens)
-from solution.launches import gelu_copy_programs_per_sm, layernorm_row_programs, weights_read_fp32
+from solution.launches import (gelu_copy_beside_stage2, gelu_copy_programs_per_sm, layernorm_row_programs,
+                               weights_read_fp32)
 
 H, I = 512, 2048  # hidden, intermediate
 SMS = 132  # H200 multiprocessors
@@ -172,7 +173,7 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
     M = tokens
     if copies is None and M < plan.stage4_reads_fp32_from:
         copies = (COPIES_IN_STAGE1 if not gelu_copy_programs_per_sm(M, plan) else
-                  COPIES_BESIDE_STAGE2 if M <= plan.overlap_stages_3_4_up_to else COPIES_BESIDE_STAGE3)
+                  COPIES_BESIDE_STAGE2 if gelu_copy_beside_stage2(M, plan) else COPIES_BESIDE_STAGE3)
     ws_stage4 = copies is None and isinstance(for_tokens(plan.weight_gemm, M), WeightGemmWsConfig)
     g2 = for_tokens(plan.gelu_gemm, M)
     bias_partials = fp32(math.ceil(M / g2.block_m), I)

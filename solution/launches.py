@@ -133,6 +133,12 @@ def gelu_copy_programs_per_sm(tokens: int, plan: LaunchPlan) -> int:
     return for_tokens(plan.gelu_copy_beside_stage3, tokens)
 
 
+def gelu_copy_beside_stage2(tokens: int, plan: LaunchPlan) -> bool:
+    """Whether gelu_output's copy is a launch beside stage 2 (stages 3 and 4 then side by side after it),
+    which also rounds fc1_weight where stage 1 would (not where stage 3 reads the fp32 weight)."""
+    return gelu_copy_programs_per_sm(tokens, plan) > 0 and tokens <= plan.overlap_stages_3_4_up_to
+
+
 def input_gemm_regions(tokens: int, hidden: int, g3: InputGemmConfig,
                        sms: int) -> tuple[tuple[InputGemmConfig, int, int], ...]:
     """Stage 3's launches as (configuration, first row, rows), in recording order: with the plan's
@@ -245,7 +251,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
 
     copy_gelu_in_stage1 = not fp32_stage4 and not gelu_copy_apart
     # the copy beside stage 2 rounds fc1_weight too (stage 3's operand), off stage 1's critical path
-    fc1_weight_apart = gelu_copy_apart and stages_3_4_overlap and not weight_fp32
+    fc1_weight_apart = gelu_copy_beside_stage2(M, plan) and not weight_fp32
     stage1 = Launch(
         layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, copy_gelu_in_stage1, not weight_fp32),
         (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 else hidden_states,
