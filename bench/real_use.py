@@ -20,6 +20,10 @@ pays the host time of the call. Per workload:
   - gpu_us: the official-style GPU latency of the same call (evaluation.timer: CUPTI spans, cold L2,
     shifting addresses, median of 50);
   - target_wall_us = 1.1 x gpu_us + 10 and target_host_us = 40 (the goals), with pass/fail;
+  - with --clocks: the SM clock, power draw and throttle reasons sampled during the back-to-back
+    run with the same buffers and during the GPU latency's measurement (bench/clocks.py:
+    clocks_back_to_back, clocks_gpu), which tell a GPU that runs a stream of calls at a lower clock
+    from one that runs them slower at the same clock;
   - how busy the host itself was while these were measured, so that a slow spell of a shared host
     can be told from a slower package: reference_us and reference_after_us, the median time of a
     fixed pure-Python task that touches no GPU (HostReference; the same on every commit, so it
@@ -29,12 +33,13 @@ pays the host time of the call. Per workload:
     null elsewhere) and this thread's involuntary context switches. These only describe the host:
     no figure above is corrected by them.
 
-    python bench/real_use.py --out results/real_use_<commit>.json [--tokens 128 131072]
+    python bench/real_use.py --out results/real_use_<commit>.json [--tokens 128 131072] [--clocks]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import resource
@@ -46,6 +51,7 @@ import torch
 
 import reference
 from reference.problem import ROOT
+from bench.clocks import ClockLog
 from bench.gpu import make_folders, require_gpu, writable
 from evaluation.provenance import provenance
 from evaluation.shifting_pool import ShiftingMemoryPool
@@ -128,8 +134,13 @@ def _workload_arguments(workload: reference.Workload, device: torch.device) -> t
     return inputs, [torch.empty(shapes[n], device=device) for n in reference.OUTPUT_NAMES]
 
 
-def measure_host(workload: reference.Workload, calls: int, device: torch.device) -> dict:
-    """Host time of one call and back-to-back wall-clock per call, no CUPTI in the process yet."""
+def _clock_log(device: torch.device, clocks: bool):
+    return ClockLog(device) if clocks else contextlib.nullcontext()
+
+
+def measure_host(workload: reference.Workload, calls: int, device: torch.device, clocks: bool = False) -> dict:
+    """Host time of one call and back-to-back wall-clock per call, no CUPTI in the process yet (with
+    `clocks`, the clock sampled during the back-to-back run with the same buffers)."""
     inputs, outputs = _workload_arguments(workload, device)
     same = [*inputs, *outputs]
     for _ in range(3):  # first calls: compilation, graph build
@@ -148,7 +159,8 @@ def measure_host(workload: reference.Workload, calls: int, device: torch.device)
         run(*same)
         host.append((time.perf_counter() - start) * 1e6)
         torch.cuda.synchronize()
-    wall_same, host_busy = _back_to_back_us([same] * calls)
+    with _clock_log(device, clocks) as log:
+        wall_same, host_busy = _back_to_back_us([same] * calls)
     pool = ShiftingMemoryPool(inputs, outputs, calls)
     fresh = [pool.next() for _ in range(calls)]
     wall_fresh, host_fresh_busy = _back_to_back_us(fresh)
@@ -164,13 +176,18 @@ def measure_host(workload: reference.Workload, calls: int, device: torch.device)
             "host_fresh_busy_us": host_fresh_busy, "wall_same_us": wall_same, "wall_fresh_us": wall_fresh,
             "layers": LAYERS, "host_layers_busy_us": host_layers_busy, "wall_layers_us": wall_layers,
             "reference_us": reference_us, "reference_after_us": reference_after_us, "steal_share": steal,
-            "involuntary_switches": _involuntary_switches() - switches}
+            "involuntary_switches": _involuntary_switches() - switches,
+            **({"clocks_back_to_back": log.summary()} if clocks else {})}
 
 
-def add_gpu_latency(row: dict, workload: reference.Workload, device: torch.device) -> dict:
-    """The official-style GPU latency beside the host figures, and the verdict against the targets."""
+def add_gpu_latency(row: dict, workload: reference.Workload, device: torch.device, clocks: bool = False) -> dict:
+    """The official-style GPU latency beside the host figures (with `clocks`, the clock sampled
+    during its measurement), and the verdict against the targets."""
     inputs, outputs = _workload_arguments(workload, device)
-    gpu_us = time_call(run, inputs, outputs, warmup=10, rep=50).median_ms * 1e3
+    with _clock_log(device, clocks) as log:
+        gpu_us = time_call(run, inputs, outputs, warmup=10, rep=50).median_ms * 1e3
+    if clocks:
+        row = {**row, "clocks_gpu": log.summary()}
     target = wall_target_us(gpu_us)
     return {**row, "gpu_us": gpu_us, "target_host_us": HOST_TARGET_US, "target_wall_us": target,
             "meets_targets": row["host_us"] <= HOST_TARGET_US and max(row["wall_same_us"], row["wall_fresh_us"]) <= target}
@@ -210,6 +227,17 @@ def _relative_paths(profile: str) -> str:
     return re.sub(r"[^\s(]*/lib/python3\.\d+/", "<python>/", profile)
 
 
+def _clock_note(row: dict) -> str:
+    """The median SM clock back-to-back and under the latency timer, where sampled."""
+    if "clocks_back_to_back" not in row:
+        return ""
+    return f"; SM clock {_median_mhz(row['clocks_back_to_back'])} back-to-back, {_median_mhz(row['clocks_gpu'])} timed"
+
+
+def _median_mhz(clocks: dict) -> str:
+    return f"{clocks['sm_mhz']['median']:.0f} MHz" if "sm_mhz" in clocks else clocks.get("error", "not sampled")
+
+
 def _percent(share: float | None) -> str:
     return "n/a" if share is None else f"{100 * share:.1f}%"
 
@@ -219,6 +247,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", type=int, nargs="+", help="only the workloads of these token counts")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--out", default="out/real_use.json")
+    parser.add_argument("--clocks", action="store_true", help="sample the SM clock, power and throttle reasons during "
+                                                                "the back-to-back run and the GPU latency")
     parser.add_argument("--profile", metavar="FILE", help="also write a cProfile of the host side of --calls calls "
                                                            "at the smallest workload chosen (text, by own time)")
     args = parser.parse_args(argv)
@@ -236,17 +266,18 @@ def main(argv=None) -> int:
         _profile_host(min(workloads, key=lambda w: w.tokens), args.calls, device, args.profile)
     workloads = sorted(workloads, key=lambda w: w.tokens)
     # every host measurement before the first CUPTI timing, so that tracing cannot touch them
-    host_rows = [measure_host(w, args.calls, device) for w in workloads]
+    host_rows = [measure_host(w, args.calls, device, args.clocks) for w in workloads]
     rows = []
     for w, host_row in zip(workloads, host_rows):
-        rows.append(add_gpu_latency(host_row, w, device))
+        rows.append(add_gpu_latency(host_row, w, device, args.clocks))
         r = rows[-1]
         print(f"{w.label:>12} M={w.tokens:>6}: host {r['host_us']:7.1f} us, back-to-back {r['wall_same_us']:8.1f} "
               f"(fresh addresses {r['wall_fresh_us']:8.1f}, {LAYERS} layers {r['wall_layers_us']:8.1f}) us, "
               f"GPU {r['gpu_us']:8.1f} us, target wall "
               f"{r['target_wall_us']:8.1f}: {'ok' if r['meets_targets'] else 'MISSED'}; host reference "
               f"{r['reference_us']:5.1f} / {r['reference_after_us']:5.1f} us (before / after), "
-              f"steal {_percent(r['steal_share'])}, {r['involuntary_switches']} involuntary switches", flush=True)
+              f"steal {_percent(r['steal_share'])}, {r['involuntary_switches']} involuntary switches"
+              f"{_clock_note(r)}", flush=True)
     with open(args.out, "w") as f:
         json.dump({"provenance": provenance(f"bench/real_use.py: host time of one call (perf_counter, median of "
                                             f"{args.calls}), back-to-back wall-clock per call over {args.calls} "

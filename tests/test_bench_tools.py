@@ -170,6 +170,16 @@ def test_real_use_describes_the_host_it_ran_on():
     assert real_use._involuntary_switches() >= 0
 
 
+def test_real_use_names_the_clock_where_sampled():
+    """--clocks: the printed line gives the median SM clock of both phases, or why there is none."""
+    from bench import real_use
+
+    assert real_use._clock_note({"host_us": 1.0}) == ""
+    sampled = {"samples": 9, "sm_mhz": {"min": 1500, "median": 1620, "max": 1755}}
+    note = real_use._clock_note({"clocks_back_to_back": sampled, "clocks_gpu": {"error": "no samples: x"}})
+    assert note == "; SM clock 1620 MHz back-to-back, no samples: x timed"
+
+
 def test_ab_rounds_alternate_which_side_runs_first():
     """The A/B reverses the sides' order every other round (later in a round runs under a lower
     clock), and every round measures every side once."""
