@@ -162,6 +162,9 @@ class LaunchPlan:
     # their programs beside stage 3's first wave; below, after stage 4, so that they take the SMs that
     # stage 3's last wave leaves (and may still hold some when stage 4 starts)
     column_sums_early_from: int
+    # stage 1's rows in the warp-specialized stage 2's launch: n > 0 of its programs take them (the
+    # rest the tiles, each waiting for its row block), stage 1 only rounds; or (0) in stage 1
+    layernorm_in_stage2: tuple[tuple[int, int], ...] = ((ANY_TOKENS, 0),)
 
     def __hash__(self) -> int:
         """Computed once: the plan keys the per-shape caches that every call looks up."""
@@ -299,6 +302,7 @@ _SM90 = LaunchPlan(
     # 178-179 vs 175 (stage 3 slower beside the sums); no workload between 17312 and 69568 (H100,
     # results/ab_column_sums_67adb77_h100.json, side first)
     column_sums_early_from=32768,
+    layernorm_in_stage2=((4096, 0), (ANY_TOKENS, 16)),
 )
 
 # Read-only: a sweep or a test builds its own plan (dataclasses.replace) and passes it to

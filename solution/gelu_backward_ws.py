@@ -30,26 +30,136 @@ from .gelu import gelu_tanh_grad
 from .tiling import grouped_tile
 from .warp_specialization import LOADER_REGISTERS, MMA_REGISTERS
 
+ROW_PIECE = gl.constexpr(4)  # rows a row program's consumer warpgroup takes a step: a row a warp
+ROW_SLOTS = gl.constexpr(8)  # a row program's ring: 8 pieces of both inputs (8 x 16 KB) in flight
+
 
 @gluon.jit
-def program_tile(t, M, I: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr):
-    """(row tile, first row, first column) of this program's t-th tile: tiling.grouped_tile's order."""
+def program_tile(t, gemm, M, I: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr):
+    """(row tile, first row, first column) of the t-th tile of GEMM program gemm = (index, count):
+    tiles index, index + count, ... in tiling.grouped_tile's order."""
     tiles_m = gl.cdiv(M, BLOCK_M)
     tiles_n: gl.constexpr = I // BLOCK_N
-    tile_m, tile_n = grouped_tile(gl.program_id(0) + t * gl.num_programs(0), tiles_m, tiles_n, GROUP_M)
+    tile_m, tile_n = grouped_tile(gemm[0] + t * gemm[1], tiles_m, tiles_n, GROUP_M)
     return tile_m, tile_m * BLOCK_M, tile_n * BLOCK_N
 
 
 @gluon.jit
-def program_tiles(M, I: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
-    return gl.cdiv(gl.cdiv(M, BLOCK_M) * (I // BLOCK_N) - gl.program_id(0), gl.num_programs(0))
+def program_tiles(gemm, M, I: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    return gl.cdiv(gl.cdiv(M, BLOCK_M) * (I // BLOCK_N) - gemm[0], gemm[1])
 
 
 @gluon.jit
-def consume(p, CONSUMER: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
-    """Tiles t = CONSUMER, CONSUMER + 2, ...: the K loop in turn with the other consumer, then the epilogue."""
+def layernorm_rows(p, rp, CONSUMER: gl.constexpr, H: gl.constexpr):
+    """A row program's consumer: stage 1's row work (layernorm_backward.py's math) on its pieces j =
+    CONSUMER, CONSUMER + 2, ... (ROW_PIECE rows each, a row a warp; piece j of row program r is the
+    rows' piece r + j * ROW_PROGRAMS), each from the ring slot the loader filled: grad_residual's fp16
+    rows, and the column sums of dy * xhat, dy and dx in registers. After each piece one count on
+    its 64-row block's counter (a release at GPU scope, after every thread's stores), which the GEMM
+    programs' loaders wait for. At the end each warp stores its row's sums: ln_partials row
+    (2 r + CONSUMER) ROW_PIECE + warp."""
+    M, ticket = p[5], p[15]
+    (var, ln_weight, eps, grad_residual_f16, ln_partials, counters, dy_rows, xhat_rows, row_ready, row_empty,
+     ROW_PROGRAMS) = rp
+    BLOCK_M: gl.constexpr = p[0].block_type.shape[0]
+    PIECE: gl.constexpr = dy_rows.type.shape[1]
+    SLOTS: gl.constexpr = dy_rows.type.shape[0]
+    rows_layout: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [PIECE, 1], [1, 0])  # a row a warp
+    cols = gl.arange(0, H, layout=gl.SliceLayout(0, rows_layout))
+    piece_rows = gl.arange(0, PIECE, layout=gl.SliceLayout(1, rows_layout)).to(gl.int64)
+    w = gl.load(ln_weight + cols)
+    sum_dy_xhat = gl.zeros([PIECE, H], gl.float32, rows_layout)
+    sum_dy = gl.zeros([PIECE, H], gl.float32, rows_layout)
+    sum_dx = gl.zeros([PIECE, H], gl.float32, rows_layout)
+    for j in range(CONSUMER, row_program_pieces(ticket, ROW_PROGRAMS, M, PIECE), 2):
+        s = j % SLOTS
+        piece = ticket + j * ROW_PROGRAMS
+        rows = piece * PIECE + piece_rows
+        row_ok = rows < M
+        rstd = 1.0 / gl.sqrt(gl.load(var + rows, mask=row_ok, other=1.0) + eps)
+        mbarrier.wait(row_ready.index(s), (j // SLOTS) & 1)
+        dy = dy_rows.index(s).load(rows_layout)  # rows past M: zeros (the copy engine's fill)
+        xhat = xhat_rows.index(s).load(rows_layout)
+        mbarrier.arrive(row_empty.index(s))
+        g = dy * w[None, :]
+        c1 = gl.sum(g, axis=1) / H
+        c2 = gl.sum(g * xhat, axis=1) / H
+        dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])  # zero on rows past M
+        gl.store(grad_residual_f16 + rows[:, None] * H + cols[None, :], dx.to(gl.float16), mask=row_ok[:, None])
+        sum_dy_xhat += dy * xhat
+        sum_dy += dy
+        sum_dx += dx
+        gl.thread_barrier()  # every thread's stores before the count
+        gl.atomic_add(counters + piece * PIECE // BLOCK_M, 1, sem="release")
+    at = ((2 * ticket + CONSUMER) * PIECE + piece_rows)[:, None] * (3 * H) + cols[None, :]
+    gl.store(ln_partials + at, sum_dy_xhat)
+    gl.store(ln_partials + at + H, sum_dy)
+    gl.store(ln_partials + at + 2 * H, sum_dx)
+
+
+@gluon.jit
+def load_rows(p, rp, grad_output_rows, normalized_rows):
+    """A row program's loader: each of its pieces' grad_output and normalized rows (TMA, one copy
+    each: the (2 M, H / 2) views' 2 ROW_PIECE rows are ROW_PIECE whole rows) into the ring's next slot."""
+    M, ticket = p[5], p[15]
+    (var, ln_weight, eps, grad_residual_f16, ln_partials, counters, dy_rows, xhat_rows, row_ready, row_empty,
+     ROW_PROGRAMS) = rp
+    PIECE: gl.constexpr = dy_rows.type.shape[1]
+    SLOTS: gl.constexpr = dy_rows.type.shape[0]
+    HALF: gl.constexpr = dy_rows.type.shape[2] // 2
+    dy_slots = dy_rows._reinterpret(gl.float32, [SLOTS, 2 * PIECE, HALF], grad_output_rows.layout)
+    xhat_slots = xhat_rows._reinterpret(gl.float32, [SLOTS, 2 * PIECE, HALF], normalized_rows.layout)
+    for j in range(row_program_pieces(ticket, ROW_PROGRAMS, M, PIECE)):
+        s = j % SLOTS
+        mbarrier.wait(row_empty.index(s), ((j // SLOTS) & 1) ^ 1)
+        fence_async_shared()  # the consumer's reads of that slot before the copy engine's writes
+        mbarrier.expect(row_ready.index(s), 2 * grad_output_rows.block_type.nbytes)
+        first = (ticket + j * ROW_PROGRAMS) * 2 * PIECE
+        tma.async_copy_global_to_shared(grad_output_rows, [first, 0], row_ready.index(s), dy_slots.index(s))
+        tma.async_copy_global_to_shared(normalized_rows, [first, 0], row_ready.index(s), xhat_slots.index(s))
+
+
+@gluon.jit
+def row_program_pieces(ticket, ROW_PROGRAMS, M, PIECE: gl.constexpr):
+    """Pieces of row program `ticket`: ticket, ticket + ROW_PROGRAMS, ... below cdiv(M, PIECE)."""
+    return gl.cdiv(gl.cdiv(M, PIECE) - ticket, ROW_PROGRAMS)
+
+
+@gluon.jit
+def pieces_in_block(tile_m, M, BLOCK_M: gl.constexpr, PIECE: gl.constexpr):
+    """The row pieces of row block tile_m: what its counter reaches when its rows are done."""
+    return gl.cdiv(gl.minimum(M - tile_m * BLOCK_M, BLOCK_M), PIECE)
+
+
+@gluon.jit
+def acquire_for_tma(seen):
+    """After a relaxed read of a counter that reached its count: an acquire fence (the rows counted
+    are visible to this thread) and a proxy fence (and to the TMA loads it issues next)."""
+    gl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tfence.proxy.async.global;\n\tmov.b32 $0, $1;", "=r,r", [seen],
+                              dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def consume(p, rp, CONSUMER: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr,
+            ROW_PROGRAMS: gl.constexpr):
+    """A row program's consumer: its share of the program's row pieces (layernorm_rows). A GEMM
+    program's: tiles t = CONSUMER, CONSUMER + 2, ...: the K loop in turn with the other consumer,
+    then the epilogue."""
+    ticket = p[15]
+    gemm = (ticket - ROW_PROGRAMS, gl.num_programs(0) - ROW_PROGRAMS)
+    if ROW_PROGRAMS > 0:
+        if ticket < ROW_PROGRAMS:
+            layernorm_rows(p, rp, CONSUMER, H)
+        else:
+            consume_tiles(p, gemm, CONSUMER, H, I, GROUP_M)
+    else:
+        consume_tiles(p, gemm, CONSUMER, H, I, GROUP_M)
+
+
+@gluon.jit
+def consume_tiles(p, gemm, CONSUMER: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
     (a_desc, b_desc, x_desc, out_desc, partials, M, a_bufs, b_bufs, x_bufs, out_bufs, load_empty, load_ready,
-     x_empty, x_ready, turn) = p
+     x_empty, x_ready, turn, ticket) = p
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
@@ -57,9 +167,9 @@ def consume(p, CONSUMER: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M
     K_STEPS: gl.constexpr = H // BLOCK_K
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
     tile_cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
-    for t in range(CONSUMER, program_tiles(M, I, BLOCK_M, BLOCK_N), 2):
+    for t in range(CONSUMER, program_tiles(gemm, M, I, BLOCK_M, BLOCK_N), 2):
         j = t // 2  # this consumer's j-th tile
-        tile_m, row, col = program_tile(t, M, I, BLOCK_M, BLOCK_N, GROUP_M)
+        tile_m, row, col = program_tile(t, gemm, M, I, BLOCK_M, BLOCK_N, GROUP_M)
         mbarrier.wait(turn.index(CONSUMER), (j & 1) ^ (1 - CONSUMER))
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
         for k in gl.static_range(K_STEPS):
@@ -86,27 +196,55 @@ def consume(p, CONSUMER: gl.constexpr, H: gl.constexpr, I: gl.constexpr, GROUP_M
 
 
 @gluon.jit
-def consume_odd(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
-    consume(p, 1, H, I, GROUP_M)
+def consume_odd(p, rp, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, ROW_PROGRAMS: gl.constexpr):
+    consume(p, rp, 1, H, I, GROUP_M, ROW_PROGRAMS)
 
 
 @gluon.jit
-def load(p, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr):
-    """For each tile in turn: its fc1_output tile into its consumer's buffer, then its operands."""
+def load(p, rp, grad_output_rows, normalized_rows, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr,
+         ROW_PROGRAMS: gl.constexpr):
+    """A row program's loader: load_rows. A GEMM program's: for each tile in turn, its fc1_output
+    tile into its consumer's buffer, then (once the row programs have counted the tile's row block
+    done, where there are any) its operands."""
+    ticket = p[15]
+    if ROW_PROGRAMS > 0:
+        if ticket < ROW_PROGRAMS:
+            load_rows(p, rp, grad_output_rows, normalized_rows)
+        else:
+            load_tiles(p, rp, H, I, GROUP_M, ROW_PROGRAMS)
+    else:
+        load_tiles(p, rp, H, I, GROUP_M, ROW_PROGRAMS)
+
+
+@gluon.jit
+def load_tiles(p, rp, H: gl.constexpr, I: gl.constexpr, GROUP_M: gl.constexpr, ROW_PROGRAMS: gl.constexpr):
     (a_desc, b_desc, x_desc, out_desc, partials, M, a_bufs, b_bufs, x_bufs, out_bufs, load_empty, load_ready,
-     x_empty, x_ready, turn) = p
+     x_empty, x_ready, turn, ticket) = p
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     K_STEPS: gl.constexpr = H // BLOCK_K
-    for t in range(program_tiles(M, I, BLOCK_M, BLOCK_N)):
-        tile_m, row, col = program_tile(t, M, I, BLOCK_M, BLOCK_N, GROUP_M)
+    gemm = (ticket - ROW_PROGRAMS, gl.num_programs(0) - ROW_PROGRAMS)
+    tiles = program_tiles(gemm, M, I, BLOCK_M, BLOCK_N)
+    if ROW_PROGRAMS > 0:
+        counters = rp[5]
+        # the first tile's count, read ahead
+        seen = gl.load(counters + program_tile(0, gemm, M, I, BLOCK_M, BLOCK_N, GROUP_M)[0], volatile=True)
+    for t in range(tiles):
+        tile_m, row, col = program_tile(t, gemm, M, I, BLOCK_M, BLOCK_N, GROUP_M)
         consumer = t % 2
         mbarrier.wait(x_empty.index(consumer), ((t // 2) & 1) ^ 1)
         fence_async_shared()  # the consumer's reads of that buffer before the copy engine's write
         mbarrier.expect(x_ready.index(consumer), x_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(x_desc, [row, col], x_ready.index(consumer), x_bufs.index(consumer))
+        if ROW_PROGRAMS > 0:
+            while seen < pieces_in_block(tile_m, M, BLOCK_M, ROW_PIECE):
+                seen = gl.load(counters + tile_m, volatile=True)
+            acquire_for_tma(seen)
+            # the next tile's count, read under this tile's loads
+            seen = gl.load(counters + program_tile(gl.minimum(t + 1, tiles - 1), gemm, M, I, BLOCK_M, BLOCK_N,
+                                                   GROUP_M)[0], volatile=True)
         for k in range(K_STEPS):
             c = t * K_STEPS + k
             s = c % STAGES
@@ -151,14 +289,48 @@ def gelu_backward_ws_kernel(
     grad_fc1_output,  # out, tensor descriptor: (M, I) fp16, 64 x BLOCK_N blocks
     bias_partials,  # out (cdiv(M, 64), I) fp32
     M,
+    # where ROW_PROGRAMS > 0 (else None): stage 1's rows
+    grad_output_rows,  # tensor descriptor: grad_output (M, H) fp32 as (2 M, H / 2), 2 ROW_PIECE x H / 2 blocks, unswizzled
+    normalized_rows,  # tensor descriptor: normalized, the same
+    var,  # (M,) fp32
+    ln_weight,  # (H,) fp32
+    eps,  # fp32 scalar
+    grad_residual_f16,  # out (M, H) fp16: grad_residual's buffer, stored by the row programs
+    ln_partials,  # out (2 ROW_PROGRAMS ROW_PIECE, 3, H) fp32
+    counters,  # int32, zero at the start (stage 1 zeroes them): one a row block, then the programs' tickets
+    first_counter,  # this launch's counters start there
     H: gl.constexpr,
     I: gl.constexpr,
     GROUP_M: gl.constexpr,
     STAGES: gl.constexpr,
+    ROW_PROGRAMS: gl.constexpr,  # programs that take stage 1's rows (0: none, every program a GEMM program)
 ):
+    """ROW_PROGRAMS > 0: the first ROW_PROGRAMS programs to start (a ticket each) take stage 1's
+    rows, the others the tiles, each tile's operands loaded once its row block is counted done. The
+    row programs wait for nothing but their own loads, so whatever order the programs start in, the
+    GEMM programs' waits end. A row program's ring of ROW_SLOTS slots (grad_output's and normalized's
+    rows of a piece) lies in the operand and fc1_output buffers, which it does not otherwise use."""
+    BLOCK_M: gl.constexpr = grad_residual.block_type.shape[0]
     p = allocate(grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M, STAGES)
+    if ROW_PROGRAMS > 0:
+        counters += first_counter
+        ticket = gl.atomic_add(counters + gl.cdiv(M, BLOCK_M), 1)
+        rows_shared: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])  # row-major, as the copy engine writes
+        dy_rows = p[7]._reinterpret(gl.float32, [ROW_SLOTS, ROW_PIECE, H], rows_shared)  # in the operand ring's B
+        xhat_rows = p[8]._reinterpret(gl.float32, [ROW_SLOTS, ROW_PIECE, H], rows_shared)  # in the fc1_output buffers
+        row_ready = gl.allocate_shared_memory(gl.int64, [ROW_SLOTS, 1], mbarrier.MBarrierLayout())
+        row_empty = gl.allocate_shared_memory(gl.int64, [ROW_SLOTS, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(ROW_SLOTS):
+            mbarrier.init(row_ready.index(i), count=1)
+            mbarrier.init(row_empty.index(i), count=1)
+        rp = (var, ln_weight, eps, grad_residual_f16, ln_partials, counters, dy_rows, xhat_rows, row_ready, row_empty,
+              ROW_PROGRAMS)
+    else:
+        ticket = gl.program_id(0)
+        rp = ()
+    p = p + (ticket,)
     gl.warp_specialize([
-        (consume, (p, 0, H, I, GROUP_M)),  # the default partition: the kernel's own 4 warps
-        (consume_odd, (p, H, I, GROUP_M)),
-        (load, (p, H, I, GROUP_M)),
+        (consume, (p, rp, 0, H, I, GROUP_M, ROW_PROGRAMS)),  # the default partition: the kernel's own 4 warps
+        (consume_odd, (p, rp, H, I, GROUP_M, ROW_PROGRAMS)),
+        (load, (p, rp, grad_output_rows, normalized_rows, H, I, GROUP_M, ROW_PROGRAMS)),
     ], [4, 1], [MMA_REGISTERS, LOADER_REGISTERS])

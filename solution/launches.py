@@ -28,7 +28,7 @@ from .configs import (GeluGemmConfig, GeluGemmWsConfig, InputGemmConfig, LaunchP
                       WeightGemmWsConfig, for_tokens, multiprocessor_count)
 from .fp16_copy import fp16_copy_kernel
 from .gelu_backward_gemm import gelu_backward_gemm_kernel
-from .gelu_backward_ws import gelu_backward_ws_kernel
+from .gelu_backward_ws import ROW_PIECE, gelu_backward_ws_kernel
 from .input_grad_gemm import input_grad_gemm_kernel
 from .layernorm_backward import fp16_chunks, layernorm_backward_kernel
 from .weight_grad_gemm import weight_grad_kernel, weight_grad_programs
@@ -63,6 +63,7 @@ class Tiles:
     buffer: Buffer
     block: tuple[int, int]
     gluon: bool = False
+    unswizzled: bool = False  # (gluon) in plain row-major order: rows wider than a 128-byte swizzle
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,10 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         raise ValueError(f"plan.input_gemm: a tail applies to unsplit tiles and is one itself, not {g3}")
     sms = multiprocessor_count(device)
     ln = for_tokens(plan.layernorm, M)
-    row_programs = layernorm_row_programs(M, ln, sms)
+    # stage 1's rows in stage 2's launch (its first programs to start), where stage 2 is warp-specialized
+    rows_in_stage2 = min(for_tokens(plan.layernorm_in_stage2, M), sms - 1) if isinstance(g2, GeluGemmWsConfig) else 0
+    row_programs = 0 if rows_in_stage2 else layernorm_row_programs(M, ln, sms)
+    ln_partial_rows = 2 * rows_in_stage2 * ROW_PIECE.value if rows_in_stage2 else row_programs
     bias_partial_rows = triton.cdiv(M, g2.block_m)
     chunk = for_tokens(plan.fp16_chunk, M)
     # else fp16 copies of hidden_states and gelu_output: stage 1 makes them, or gelu_output's the copy launch
@@ -233,7 +237,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     fc1_weight_f16 = None if weight_fp32 else Buffer("fc1_weight_f16", f16, (I, H))
     fc2_weight_f16 = None if weight_fp32 else Buffer("fc2_weight_f16", f16, (H, I))
     grad_fc1_output = Buffer("grad_fc1_output", f16, (M, I))
-    ln_partials = Buffer("ln_partials", f32, (row_programs, 3, H))
+    ln_partials = Buffer("ln_partials", f32, (ln_partial_rows, 3, H))
     bias_partials = Buffer("bias_partials", f32, (bias_partial_rows, I))
     # stage 3 split over K (g3.splits programs a tile): its partial tiles; the warp-specialized
     # stage 4: its token halves' partial weight gradients. The arrival counters of both (stage 3's
@@ -242,7 +246,10 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     input_partials = Buffer("input_partials", f32, (tiles3, g3.splits, g3.block_m, g3.block_n)) if g3.splits > 1 else None
     weight_partials = Buffer("weight_partials", f32, (weight_grad_ws.SPLITS.value, 2 * H * I)) if ws_stage4 else None
     counters3 = tiles3 if g3.splits > 1 else 0
-    counters = counters3 + (weight_grad_ws.arrival_counters(H, I, g4.block_n) if ws_stage4 else 0)
+    counters4 = weight_grad_ws.arrival_counters(H, I, g4.block_n) if ws_stage4 else 0
+    # stage 2's, where it takes stage 1's rows: one a row block, then the programs' tickets
+    counters2 = triton.cdiv(M, g2.block_m) + 1 if rows_in_stage2 else 0
+    counters = counters3 + counters4 + counters2
     arrivals = Buffer("arrivals", torch.int32, (counters,)) if counters else None
     workspaces = tuple(w for w in (grad_residual_f16, hidden_states_f16, gelu_output_f16,
                                    fc1_weight_f16, fc2_weight_f16, grad_fc1_output, ln_partials, bias_partials,
@@ -254,25 +261,35 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     fc1_weight_apart = gelu_copy_beside_stage2(M, plan) and not weight_fp32
     stage1 = Launch(
         layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, copy_gelu_in_stage1, not weight_fp32),
-        (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 else hidden_states,
+        (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 or rows_in_stage2 else hidden_states,
          gelu_output if copy_gelu_in_stage1 else None, None if weight_fp32 or fc1_weight_apart else fc1_weight,
          None if weight_fp32 else fc2_weight, grad_residual_f16,
-         hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None,
+         None if rows_in_stage2 else hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None,
          None if fc1_weight_apart else fc1_weight_f16, fc2_weight_f16,
          ln_partials, arrivals, M, row_programs, counters or None),
-        dict(H=H, I=I, BLOCK_M=ln.block_m, PREFETCH=ln.prefetch, CHUNK=chunk, COPY_HIDDEN=not fp32_stage4,
+        dict(H=H, I=I, BLOCK_M=ln.block_m, PREFETCH=ln.prefetch, CHUNK=chunk,
+             COPY_HIDDEN=not fp32_stage4 and not rows_in_stage2,
              COPY_GELU=copy_gelu_in_stage1, ROUND_WEIGHTS=not weight_fp32, GDC=gdc),
         dict(num_warps=ln.warps), after=(), shared_carveout=_BESIDE_HEAVY if gdc else None)
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, WEIGHT_FP32=weight_fp32, GDC=gdc)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
     if isinstance(g2, GeluGemmWsConfig):
+        if rows_in_stage2 and not fp32_stage4:
+            raise ValueError(f"plan.layernorm_in_stage2: at {M} tokens stage 1's rows copy hidden_states, which the "
+                             f"row programs of stage 2 do not")
+        # grad_output's and normalized's rows as (2 M, H / 2): 2 ROW_PIECE rows a copy are ROW_PIECE whole rows
+        row_block = (2 * ROW_PIECE.value, H // 2)
+        rows_args = ((Tiles(Buffer("grad_output", f32, (2 * M, H // 2)), row_block, gluon=True, unswizzled=True),
+                      Tiles(Buffer("normalized", f32, (2 * M, H // 2)), row_block, gluon=True, unswizzled=True),
+                      var, ln_weight, Scalar("eps"), grad_residual_f16, ln_partials, arrivals, counters3 + counters4)
+                     if rows_in_stage2 else (None,) * 9)
         stage2 = Launch(
-            gelu_backward_ws_kernel, max(1, min(tiles2, sms)),
+            gelu_backward_ws_kernel, rows_in_stage2 + max(1, min(tiles2, sms - rows_in_stage2)),
             (Tiles(grad_residual_f16, (g2.block_m, g2.block_k), gluon=True),
              Tiles(fc2_weight_f16, (g2.block_k, g2.block_n), gluon=True),
              Tiles(fc1_output, (g2.block_m, g2.block_n), gluon=True),
-             Tiles(grad_fc1_output, (g2.block_m, g2.block_n), gluon=True), bias_partials, M),
-            dict(H=H, I=I, GROUP_M=g2.group_m, STAGES=g2.stages),
+             Tiles(grad_fc1_output, (g2.block_m, g2.block_n), gluon=True), bias_partials, M, *rows_args),
+            dict(H=H, I=I, GROUP_M=g2.group_m, STAGES=g2.stages, ROW_PROGRAMS=rows_in_stage2),
             dict(num_warps=4, maxnreg=KERNEL_REGISTERS), after=(0,))
     elif g2.programs_per_sm == 0:
         stage2 = Launch(gelu_backward_gemm_kernel, tiles2,
@@ -341,7 +358,7 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     # column_sums_early_from)
     column_sums = Launch(
         column_sums_kernel, column_sum_programs(H, I, plan.column_sums.cols),
-        (ln_partials, row_programs, bias_partials, bias_partial_rows, grad_ln_weight, grad_ln_bias, grad_fc2_bias,
+        (ln_partials, ln_partial_rows, bias_partials, bias_partial_rows, grad_ln_weight, grad_ln_bias, grad_fc2_bias,
          grad_fc1_bias),
         dict(H=H, I=I, COLS=plan.column_sums.cols, SUM_BLOCK_R=plan.column_sums.block_r),
         dict(num_warps=plan.column_sums.warps),
@@ -382,7 +399,8 @@ def resolve(arg, tensors: dict[str, torch.Tensor], eps: float):
     if isinstance(arg, Tiles):
         tensor = tensors[arg.buffer.name].view(arg.buffer.shape)
         if arg.gluon:
-            layout = gl.NVMMASharedLayout.get_default_for(list(arg.block), _GLUON_TYPES[tensor.dtype])
+            layout = (gl.NVMMASharedLayout(0, tensor.element_size() * 8, rank=2) if arg.unswizzled else
+                      gl.NVMMASharedLayout.get_default_for(list(arg.block), _GLUON_TYPES[tensor.dtype]))
             return GluonTensorDescriptor.from_tensor(tensor, list(arg.block), layout)
         return TensorDescriptor.from_tensor(tensor, list(arg.block))
     if isinstance(arg, Scalar):
