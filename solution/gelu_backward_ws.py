@@ -31,6 +31,7 @@ from .tiling import grouped_tile
 from .warp_specialization import LOADER_REGISTERS, MMA_REGISTERS
 
 ROW_PIECE = gl.constexpr(4)  # rows a row program's consumer warpgroup takes a step: a row a warp
+ROW_SIGNAL = gl.constexpr(1)  # pieces a row program's consumer counts at once (a fence each time)
 ROW_SLOTS = gl.constexpr(8)  # a row program's ring: 8 pieces of both inputs (8 x 16 KB) in flight
 
 
@@ -89,8 +90,16 @@ def layernorm_rows(p, rp, CONSUMER: gl.constexpr, H: gl.constexpr):
         sum_dy_xhat += dy * xhat
         sum_dy += dy
         sum_dx += dx
-        gl.thread_barrier()  # every thread's stores before the count
-        gl.atomic_add(counters + piece * PIECE // BLOCK_M, 1, sem="release")
+        # every ROW_SIGNAL-th piece of this consumer (and its last): every thread's stores, one fence at
+        # GPU scope, then a count for each of those pieces
+        n = row_program_pieces(ticket, ROW_PROGRAMS, M, PIECE)
+        if ((j // 2) % ROW_SIGNAL == ROW_SIGNAL - 1) | (j + 2 >= n):
+            gl.thread_barrier()
+            release_fence()
+            for i in gl.static_range(ROW_SIGNAL):  # this consumer's pieces since its last count
+                if i <= (j // 2) % ROW_SIGNAL:
+                    done = ticket + (j - 2 * i) * ROW_PROGRAMS
+                    gl.atomic_add(counters + done * PIECE // BLOCK_M, 1, sem="relaxed")
     at = ((2 * ticket + CONSUMER) * PIECE + piece_rows)[:, None] * (3 * H) + cols[None, :]
     gl.store(ln_partials + at, sum_dy_xhat)
     gl.store(ln_partials + at + H, sum_dy)
@@ -129,6 +138,13 @@ def row_program_pieces(ticket, ROW_PROGRAMS, M, PIECE: gl.constexpr):
 def pieces_in_block(tile_m, M, BLOCK_M: gl.constexpr, PIECE: gl.constexpr):
     """The row pieces of row block tile_m: what its counter reaches when its rows are done."""
     return gl.cdiv(gl.minimum(M - tile_m * BLOCK_M, BLOCK_M), PIECE)
+
+
+@gluon.jit
+def release_fence():
+    """This thread's writes, and those it has seen (the barrier before), visible at GPU scope before
+    its next writes: with a relaxed count after it, a release."""
+    gl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.b32 $0, 0;", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
 
 
 @gluon.jit
