@@ -18,7 +18,7 @@ import torch
 
 from solution import configs
 from solution.arguments import Dims
-from solution.launches import (describe_call, gelu_copy_beside_stage2, gelu_copy_programs_per_sm,
+from solution.launches import (describe_call, gelu_copy_beside_stage2, gelu_copy_programs_per_sm, layernorm_rows_in_stage2,
                                weights_read_fp32)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,8 @@ ARCHITECTURES = {"sm_90": "Hopper (H100, H200)", "sm_100": "Blackwell (B200, the
 def bounds(plan: configs.LaunchPlan) -> list[int]:
     """The last token count of each range in which nothing in the plan changes, ascending."""
     limits = {limit for table in (plan.layernorm, plan.fp16_chunk, plan.gelu_gemm, plan.input_gemm, plan.weight_gemm,
-                                  plan.gelu_copy_beside_stage3, plan.gelu_copy_beside_stage2) for limit, _ in table}
+                                  plan.gelu_copy_beside_stage3, plan.gelu_copy_beside_stage2, plan.layernorm_in_stage2)
+              for limit, _ in table}
     limits |= {plan.stage4_reads_fp32_from - 1, plan.overlap_stages_3_4_up_to, plan.programmatic_up_to,
                plan.split_stage4_up_to, plan.column_sums_early_from - 1}
     # (a "from" field at ANY_TOKENS, which no call reaches, gives ANY_TOKENS - 1: no bound)
@@ -56,15 +57,20 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
     copies = "" if fp32_stage4 else ", hidden_states" + ("" if "fp16_copy_kernel" in kernels else ", gelu_output")
     beside2 = gelu_copy_beside_stage2(tokens, plan)
     weights = "fc2_weight" if beside2 else "the weights"
+    rows2 = layernorm_rows_in_stage2(tokens, plan, configs.ANY_TOKENS)
+    rows = ("its rows in stage 2's launch" if rows2 else
+            f"{ln.block_m} rows a step on {ln.warps} warps, at most {ln.waves} row programs an SM"
+            + (", each next step's rows loaded early" if ln.prefetch else ""))
     out = {"1 LayerNorm backward": (
         "layernorm_backward_kernel",
-        f"{ln.block_m} rows a step on {ln.warps} warps, at most {ln.waves} row programs an SM"
-        + (", each next step's rows loaded early" if ln.prefetch else "") + "; fp16 copies of "
+        rows + "; fp16 copies of "
         + (f"{copies[2:]} (no weight copies)" if weight_fp32 else f"{weights} ({chunk}-element chunks){copies}"))}
     g2 = for_tokens(plan.gelu_gemm, tokens)
     if isinstance(g2, configs.GeluGemmWsConfig):
         out["2 GELU backward GEMM"] = ("gelu_backward_ws_kernel (Gluon, warp-specialized)",
-                                       f"{_tile(g2)}, {g2.stages} operand buffers, one program an SM")
+                                       f"{_tile(g2)}, {g2.stages} operand buffers, one program an SM"
+                                       + (f"; {rows2} more programs take stage 1's rows (TMA into a ring in "
+                                          f"their idle buffers), the tiles wait for their row blocks" if rows2 else ""))
     elif weight_fp32:
         form = ", ".join(filter(None, ("a program a tile", dependent("gelu_backward_gemm_kernel", 1))))
         out["2 GELU backward GEMM"] = (f"gelu_backward_gemm_kernel ({form})",

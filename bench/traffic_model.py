@@ -38,8 +38,9 @@ from pathlib import Path
 from solution import configs
 from solution.configs import (GeluGemmConfig, GeluGemmWsConfig, InputGemmConfig, LaunchPlan, WeightGemmConfig,
                               WeightGemmWsConfig, for_tokens)
+from solution.gelu_backward_ws import ROW_PIECE
 from solution.launches import (gelu_copy_beside_stage2, gelu_copy_programs_per_sm, layernorm_row_programs,
-                               weights_read_fp32)
+                               layernorm_rows_in_stage2, weights_read_fp32)
 
 H, I = 512, 2048  # hidden, intermediate
 SMS = 132  # H200 multiprocessors
@@ -177,23 +178,27 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
     ws_stage4 = copies is None and isinstance(for_tokens(plan.weight_gemm, M), WeightGemmWsConfig)
     g2 = for_tokens(plan.gelu_gemm, M)
     bias_partials = fp32(math.ceil(M / g2.block_m), I)
-    ln_partials = fp32(layernorm_programs(M, plan), 3, H)
+    rows2 = layernorm_rows_in_stage2(M, plan, SMS)  # stage 1's rows in stage 2's launch
+    ln_partials = fp32(2 * rows2 * ROW_PIECE.value if rows2 else layernorm_programs(M, plan), 3, H)
     split_partials = split_k_partials(M, plan)
     counters3, counters4 = arrival_counters(M, plan, ws_stage4)
-    arrivals = {"arrivals": tensor("int32", counters3 + counters4)} if counters3 + counters4 else {}
+    counters2 = math.ceil(M / g2.block_m) + 1 if rows2 else 0  # a row block's, then the tickets
+    counters = counters3 + counters4 + counters2
+    arrivals = {"arrivals": tensor("int32", counters)} if counters else {}
     # the weights: rounded by stage 1 and read as fp16 copies, or read in fp32 by stages 2 and 3
     fp32_weights = weights_read_fp32(M, plan)
     weights = {"fc1_weight": fp32(I, H), "fc2_weight": fp32(H, I)}
     fc1, fc2 = (({"fc1_weight": fp32(I, H)}, {"fc2_weight": fp32(H, I)}) if fp32_weights else
                 ({"fc1_weight_f16": fp16(I, H)}, {"fc2_weight_f16": fp16(H, I)}))
+    row_reads = {"grad_output": fp32(M, H), "normalized": fp32(M, H), "var": fp32(M), "ln_weight": fp32(H)}
+    row_writes = {"grad_residual_f16": fp16(M, H), "ln_partials": ln_partials}
     layernorm = traffic(
-        {"grad_output": fp32(M, H), "normalized": fp32(M, H), "var": fp32(M), "ln_weight": fp32(H),
-         **({} if fp32_weights else weights)},
-        {"grad_residual_f16": fp16(M, H), **({} if fp32_weights else fc1 | fc2),
-         "ln_partials": ln_partials, **arrivals})
+        {**({} if rows2 else row_reads), **({} if fp32_weights else weights)},
+        {**({} if rows2 else row_writes), **({} if fp32_weights else fc1 | fc2), **arrivals})
     gelu_backward = traffic(
-        {"grad_residual_f16": fp16(M, H), **fc2, "fc1_output": fp32(M, I)},
-        {"grad_fc1_output": fp16(M, I), "bias_partials": bias_partials},
+        {"grad_residual_f16": fp16(M, H), **fc2, "fc1_output": fp32(M, I),
+         **(row_reads | arrivals if rows2 else {})},
+        {"grad_fc1_output": fp16(M, I), "bias_partials": bias_partials, **(row_writes | arrivals if rows2 else {})},
         gemm_flops(M, I, H))
     input_counters = arrivals if counters3 else {}  # the one workspace (its first counters3)
     input_grad = traffic(
@@ -347,6 +352,11 @@ EFFICIENCY[GELU_WS] = Efficiency(EFFICIENCY[GELU].tbps, 357.0, "stage 2 alone, 1
 # Stage 1's LayerNorm row programs alone (4 a SM, 8 rows a step) stream slower than its copy chunks:
 # 1.36 GB in 480.2 us without the gelu_output copy (results/overlap_6a1d1d9.json, 131072 tokens)
 LAYERNORM_ROWS_TBPS = 2.83
+# Stage 1's rows in stage 2's launch (LaunchPlan.layernorm_in_stage2), not measured: a row program's
+# rate, assumed from its ring (128 KB in flight an SM at ~2 us of latency under load), and the DRAM
+# rate of the whole kernel, stage 1's (the best any stage achieves: stage 2's own rate is its latency
+# bound, not the memory's)
+ROW_PROGRAM_TBPS = 0.064
 # A kernel's fixed cost: ramp, tail and the graph's launch (128 tokens: each kernel 5-8.5 us against
 # floors of 1-4.4 us at the rates above, results/overlap_6a1d1d9.json)
 LATENCY_MS = 0.004
@@ -371,16 +381,21 @@ def wave_factor(tiles: int, sms: int = SMS) -> float:
     return math.ceil(tiles / sms) * sms / tiles
 
 
-def predict_stage(kernel: str, t: dict, tiles: int, efficiency: dict[str, Efficiency] = EFFICIENCY) -> dict:
+def predict_stage(kernel: str, t: dict, tiles: int, efficiency: dict[str, Efficiency] = EFFICIENCY,
+                  row_programs: int = 0) -> dict:
     """Predicted time of one stage: the slower of its memory and compute floors at measured rates, plus
-    the fixed latency. Stage 1 also has its row programs' floor."""
+    the fixed latency. Stage 1 also has its row programs' floor; so has stage 2 where `row_programs`
+    of its launch take stage 1's rows, its GEMM then on the other SMs and its bytes at stage 1's rate."""
     e = efficiency[kernel]
-    floors = {"memory": t["bytes"] / (e.tbps * 1e12) * 1e3}
+    tbps = efficiency[LAYERNORM].tbps if row_programs else e.tbps
+    floors = {"memory": t["bytes"] / (tbps * 1e12) * 1e3}
     if t["flops"]:
-        floors["compute"] = t["flops"] / (e.tflops * 1e12) * wave_factor(tiles) * 1e3
-    if kernel == LAYERNORM:
+        sms = SMS - row_programs
+        floors["compute"] = t["flops"] / (e.tflops * sms / SMS * 1e12) * wave_factor(tiles, sms) * 1e3
+    if kernel == LAYERNORM or row_programs:
         rows = sum(x["bytes"] for part in ("reads", "writes") for n, x in t[part].items() if n in LAYERNORM_ROW_TENSORS)
-        floors["rows"] = rows / (LAYERNORM_ROWS_TBPS * 1e12) * 1e3
+        rate = LAYERNORM_ROWS_TBPS if kernel == LAYERNORM else row_programs * ROW_PROGRAM_TBPS
+        floors["rows"] = rows / (rate * 1e12) * 1e3
     bound = max(floors, key=floors.get)
     return {"ms": floors[bound] + LATENCY_MS, "bound": bound, **{f"{k}_ms": v for k, v in floors.items()}}
 
@@ -393,7 +408,9 @@ def predict(tokens: int, plan: LaunchPlan, efficiency: dict[str, Efficiency] = E
 
 def predict_stages(stages: dict[str, dict], tokens: int, plan: LaunchPlan,
                    efficiency: dict[str, Efficiency] = EFFICIENCY) -> dict[str, dict]:
-    return {kernel: predict_stage(kernel, t, gemm_tiles(kernel, tokens, plan) if t["flops"] else 0, efficiency)
+    rows2 = layernorm_rows_in_stage2(tokens, plan, SMS)
+    return {kernel: predict_stage(kernel, t, gemm_tiles(kernel, tokens, plan) if t["flops"] else 0, efficiency,
+                                  rows2 if kernel == GELU_WS else 0)
             for kernel, t in stages.items()}
 
 
@@ -473,7 +490,7 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
                 (limit, gemm(f.name, c)) for limit, c in value)
         elif f.name == "fp16_chunk":  # one number for every token count before 6caa1d8's table
             value = ((configs.ANY_TOKENS, value),) if isinstance(value, int) else tuple(map(tuple, value))
-        elif f.name in ("gelu_copy_beside_stage3", "gelu_copy_beside_stage2"):
+        elif f.name in ("gelu_copy_beside_stage3", "gelu_copy_beside_stage2", "layernorm_in_stage2"):
             value = tuple(map(tuple, value))
         elif f.name == "gelu_copy":
             value = configs.CopyConfig(**_known_fields(configs.CopyConfig, value))
@@ -484,6 +501,7 @@ def plan_from_record(record: dict | None) -> LaunchPlan:
         known[f.name] = value
     known.setdefault("gelu_copy_beside_stage3", ((configs.ANY_TOKENS, 0),))  # in stage 1 in older records
     known.setdefault("gelu_copy_beside_stage2", ((configs.ANY_TOKENS, 0),))
+    known.setdefault("layernorm_in_stage2", ((configs.ANY_TOKENS, 0),))  # stage 1 took the rows in older records
     known.setdefault("programmatic_up_to", 0)  # stage 1 rounded the weights at every size in older records
     known.setdefault("split_stage4_up_to", 0)  # stage 4 in one launch in older records
     if "column_sums" not in known and "sum_block_r" in record:  # the plan's one column-sum field in older records

@@ -163,7 +163,8 @@ class LaunchPlan:
     # stage 3's last wave leaves (and may still hold some when stage 4 starts)
     column_sums_early_from: int
     # stage 1's rows in the warp-specialized stage 2's launch: n > 0 of its programs take them (the
-    # rest the tiles, each waiting for its row block), stage 1 only rounds; or (0) in stage 1
+    # rest the tiles, each waiting for its row block), stage 1 only rounds; or (0) in stage 1. Only
+    # where stage 4 reads the fp32 inputs (stage 1 copies hidden_states below)
     layernorm_in_stage2: tuple[tuple[int, int], ...] = ((ANY_TOKENS, 0),)
 
     def __hash__(self) -> int:

@@ -15,6 +15,18 @@ One program an SM, persistent over the tiles pid, pid + programs, ... in tiling.
 mbarriers carry every hand-off (operand stage ready / empty, fc1 buffer ready / empty, turn). A
 barrier starts with phase 1 complete: a first wait for phase 1 passes.
 
+With ROW_PROGRAMS > 0 (LaunchPlan.layernorm_in_stage2) the launch also does stage 1's row work
+(layernorm_backward.py's math) in ROW_PROGRAMS programs more: the first programs to start (a ticket
+each) are row programs, the rest GEMM programs as above over the tiles ticket - ROW_PROGRAMS, ... A
+row program's loader copies ROW_PIECE-row pieces of grad_output and normalized by TMA into a ring of
+ROW_SLOTS slots laid over the operand and fc1_output buffers, which it does not otherwise use; its
+two consumers take the pieces in turn, store grad_residual in fp16, keep the column sums, and count
+each piece on its 64-row block's counter (a fence at GPU scope after every thread's stores, then a
+relaxed atomic: a release). A GEMM program's loader waits for a tile's row block to be counted
+whole before it loads the tile's operands (an acquire fence, then a proxy fence for the TMA). Row
+programs wait on nothing but their own loads, so the GEMM programs' waits end whatever order the
+programs start in.
+
 Why Gluon: Triton's tl.dot pipelines run the K loop and the epilogue in the same warps. Hopper only
 (wgmma, setmaxnreg); the Triton interpreter does not run Gluon, so the CPU tests exercise the Triton
 kernel of the same stage (gelu_backward_gemm.py) and the GPU tests this one. gelu' and the tile
@@ -55,9 +67,9 @@ def layernorm_rows(p, rp, CONSUMER: gl.constexpr, H: gl.constexpr):
     """A row program's consumer: stage 1's row work (layernorm_backward.py's math) on its pieces j =
     CONSUMER, CONSUMER + 2, ... (ROW_PIECE rows each, a row a warp; piece j of row program r is the
     rows' piece r + j * ROW_PROGRAMS), each from the ring slot the loader filled: grad_residual's fp16
-    rows, and the column sums of dy * xhat, dy and dx in registers. After each piece one count on
-    its 64-row block's counter (a release at GPU scope, after every thread's stores), which the GEMM
-    programs' loaders wait for. At the end each warp stores its row's sums: ln_partials row
+    rows, and the column sums of dy * xhat, dy and dx in registers. After every ROW_SIGNAL pieces
+    (and the last), every thread's stores, one fence at GPU scope, then a count for each piece on its
+    64-row block's counter, which the GEMM programs' loaders wait for. At the end each warp stores its row's sums: ln_partials row
     (2 r + CONSUMER) ROW_PIECE + warp."""
     M, ticket = p[5], p[15]
     (var, ln_weight, eps, grad_residual_f16, ln_partials, counters, dy_rows, xhat_rows, row_ready, row_empty,

@@ -122,6 +122,15 @@ def layernorm_row_programs(tokens: int, ln: LayerNormConfig, sms: int) -> int:
     return max(1, min(triton.cdiv(tokens, ln.block_m), ln.waves * sms))
 
 
+def layernorm_rows_in_stage2(tokens: int, plan: LaunchPlan, sms: int) -> int:
+    """Row programs in stage 2's launch (plan.layernorm_in_stage2, where stage 2 is the warp-specialized
+    kernel and stage 4 reads the fp32 inputs; at least one SM left to its GEMM programs), or 0: stage
+    1 takes the rows."""
+    if not isinstance(for_tokens(plan.gelu_gemm, tokens), GeluGemmWsConfig) or tokens < plan.stage4_reads_fp32_from:
+        return 0
+    return min(for_tokens(plan.layernorm_in_stage2, tokens), sms - 1)
+
+
 def gelu_copy_programs_per_sm(tokens: int, plan: LaunchPlan) -> int:
     """Programs an SM of gelu_output's fp16 copy as its own launch (fp16_copy.py), or 0 where there is
     none (stage 4 reads the fp32 input, or the plan keeps the copy in stage 1): beside stage 3 where
@@ -178,10 +187,6 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         raise ValueError(f"plan.input_gemm: a tail applies to unsplit tiles and is one itself, not {g3}")
     sms = multiprocessor_count(device)
     ln = for_tokens(plan.layernorm, M)
-    # stage 1's rows in stage 2's launch (its first programs to start), where stage 2 is warp-specialized
-    rows_in_stage2 = min(for_tokens(plan.layernorm_in_stage2, M), sms - 1) if isinstance(g2, GeluGemmWsConfig) else 0
-    row_programs = 0 if rows_in_stage2 else layernorm_row_programs(M, ln, sms)
-    ln_partial_rows = 2 * rows_in_stage2 * ROW_PIECE.value if rows_in_stage2 else row_programs
     bias_partial_rows = triton.cdiv(M, g2.block_m)
     chunk = for_tokens(plan.fp16_chunk, M)
     # else fp16 copies of hidden_states and gelu_output: stage 1 makes them, or gelu_output's the copy launch
@@ -200,6 +205,11 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         if not triton_entries:
             raise ValueError(f"plan.weight_gemm: no Triton entry for H={H}, I={I}, which its Gluon tiles do not divide")
         fp32_stage4, ws_stage4, g4 = False, False, triton_entries[-1]
+    # stage 1's rows in stage 2's launch (its first programs to start), where stage 2 is warp-specialized
+    # and stage 4 reads the fp32 inputs (the row programs copy no hidden_states)
+    rows_in_stage2 = layernorm_rows_in_stage2(M, plan, sms) if fp32_stage4 else 0
+    row_programs = 0 if rows_in_stage2 else layernorm_row_programs(M, ln, sms)
+    ln_partial_rows = 2 * rows_in_stage2 * ROW_PIECE.value if rows_in_stage2 else row_programs
     stages_3_4_overlap = M <= plan.overlap_stages_3_4_up_to
     gelu_copy_programs = gelu_copy_programs_per_sm(M, plan) * sms
     gelu_copy_apart = gelu_copy_programs > 0
@@ -261,12 +271,13 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     fc1_weight_apart = gelu_copy_beside_stage2(M, plan) and not weight_fp32
     stage1 = Launch(
         layernorm_backward_kernel, row_programs + fp16_chunks(M, H, I, chunk, copy_gelu_in_stage1, not weight_fp32),
-        (grad_output, normalized, var, ln_weight, Scalar("eps"), None if fp32_stage4 or rows_in_stage2 else hidden_states,
+        (*((None,) * 5 if rows_in_stage2 else (grad_output, normalized, var, ln_weight, Scalar("eps"))),
+         None if fp32_stage4 or rows_in_stage2 else hidden_states,
          gelu_output if copy_gelu_in_stage1 else None, None if weight_fp32 or fc1_weight_apart else fc1_weight,
-         None if weight_fp32 else fc2_weight, grad_residual_f16,
+         None if weight_fp32 else fc2_weight, None if rows_in_stage2 else grad_residual_f16,
          None if rows_in_stage2 else hidden_states_f16, gelu_output_f16 if copy_gelu_in_stage1 else None,
          None if fc1_weight_apart else fc1_weight_f16, fc2_weight_f16,
-         ln_partials, arrivals, M, row_programs, counters or None),
+         None if rows_in_stage2 else ln_partials, arrivals, M, row_programs, counters or None),
         dict(H=H, I=I, BLOCK_M=ln.block_m, PREFETCH=ln.prefetch, CHUNK=chunk,
              COPY_HIDDEN=not fp32_stage4 and not rows_in_stage2,
              COPY_GELU=copy_gelu_in_stage1, ROUND_WEIGHTS=not weight_fp32, GDC=gdc),
@@ -274,9 +285,6 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, WEIGHT_FP32=weight_fp32, GDC=gdc)
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
     if isinstance(g2, GeluGemmWsConfig):
-        if rows_in_stage2 and not fp32_stage4:
-            raise ValueError(f"plan.layernorm_in_stage2: at {M} tokens stage 1's rows copy hidden_states, which the "
-                             f"row programs of stage 2 do not")
         # grad_output's and normalized's rows as (2 M, H / 2): 2 ROW_PIECE rows a copy are ROW_PIECE whole rows
         row_block = (2 * ROW_PIECE.value, H // 2)
         rows_args = ((Tiles(Buffer("grad_output", f32, (2 * M, H // 2)), row_block, gluon=True, unswizzled=True),

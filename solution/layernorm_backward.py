@@ -155,7 +155,9 @@ def layernorm_backward_kernel(
     ROUND_WEIGHTS: tl.constexpr,  # also write both weights' fp16 copies (else None: stages 2 and 3 round their own)
     GDC: tl.constexpr,  # the next launch is a programmatic dependent: let it start now (griddepcontrol, GPU only)
 ):
-    """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16. Where stage 3
+    """Programs [0, row_programs) take the rows; the rest round one chunk each to fp16. Where the
+    rows are none of this launch's (grad_output None: the warp-specialized stage 2's row programs
+    take them, gelu_backward_ws.py), every program rounds a chunk. Where stage 3
     splits K (input_grad_gemm.py) or the Gluon stage 4 runs (weight_grad_ws.py), program p also
     zeroes the arrival counters p, p + programs, ...: every call, as the workspace comes
     uninitialized."""
@@ -165,7 +167,10 @@ def layernorm_backward_kernel(
     if arrivals is not None:
         for tile in range(pid, arrival_count, tl.num_programs(0)):
             tl.store(arrivals + tile, 0)
-    if pid < row_programs:
+    if grad_output is None:  # the rows are stage 2's (its row programs): every program rounds a chunk
+        round_to_fp16_chunk(pid, fc1_weight, fc2_weight, gelu_output, fc1_weight_f16, fc2_weight_f16,
+                            gelu_output_f16, M, H, I, CHUNK, COPY_GELU, ROUND_WEIGHTS)
+    elif pid < row_programs:
         layernorm_backward_rows(pid, row_programs, grad_output, normalized, var, ln_weight, eps, hidden_states,
                                 grad_residual_f16, hidden_states_f16, partials + pid * (3 * H),
                                 M, H, BLOCK_M, PREFETCH, COPY_HIDDEN)

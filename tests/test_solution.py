@@ -15,7 +15,7 @@ import torch
 
 import reference
 from reference.fixtures import FIXTURE_TOLERANCE
-from solution import configs
+from solution import configs, launches
 from solution.arguments import MIN_SIZE, TENSOR_NAMES, Dims, check_arguments
 from solution.ffn_backward import run as solution_run
 from solution.ffn_backward import run_with_plan
@@ -652,6 +652,34 @@ def warp_specialized_stage4_plan(device: torch.device) -> configs.LaunchPlan:
     return device_plan(device, stage4_reads_fp32_from=0, weight_gemm=((configs.ANY_TOKENS, WARP_SPECIALIZED_STAGE4),))
 
 
+def test_layernorm_rows_in_stage2_launch():
+    """sm_90's plan from 4097 tokens: the warp-specialized stage 2's launch has row programs more
+    (plan.layernorm_in_stage2, at most the SMs less one: 3 of the interpreter's 4), which take stage
+    1's rows from TMA views of grad_output and normalized as (2 M, 256) in unswizzled 8 x 256 blocks
+    (4 whole rows), write ln_partials (a row a warp: 2 x 4 a program) and count on one counter a
+    64-row block after the other stages' counters, with the tickets last; stage 1 only rounds the
+    weights and zeroes the counters, and the column sums read the row programs' partials. Below,
+    stage 1 takes the rows."""
+    plan = configs.PLANS["sm_90"]
+    M = 6824
+    call = describe_call(Dims(tokens=M, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
+    stage1, stage2 = call.launches[:2]
+    workspaces = {w.name: w for w in call.workspaces}
+    rows = launches.layernorm_rows_in_stage2(M, plan, 4)
+    assert rows == 3 and stage2.constexprs["ROW_PROGRAMS"] == rows and stage2.grid == rows + 1
+    assert stage1.args[:5] == (None,) * 5 and stage1.args[9] is None and stage1.args[14] is None
+    assert stage1.grid == 512 * 2048 // 8192  # the weights' chunks alone
+    tiles = [a for a in stage2.args if isinstance(a, launches.Tiles) and a.unswizzled]
+    assert [(t.buffer.name, t.buffer.shape, t.block) for t in tiles] == [
+        ("grad_output", (2 * M, 256), (8, 256)), ("normalized", (2 * M, 256), (8, 256))]
+    assert workspaces["ln_partials"].shape == (2 * rows * 4, 3, 512)
+    assert workspaces["arrivals"].shape == (128 + -(-M // 64) + 1,) and stage2.args[-1] == 128
+    sums = call.launches[-1]
+    assert sums.kernel.__name__ == "column_sums_kernel" and sums.args[1] == 2 * rows * 4
+    below = describe_call(Dims(tokens=4096, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
+    assert below.launches[1].constexprs["ROW_PROGRAMS"] == 0 and below.launches[0].args[0] is not None
+
+
 def test_warp_specialized_stage4_launch():
     """sm_90's plan from stage4_reads_fp32_from tokens on: stage 4 is the Gluon kernel on the caller's fp32 gelu_output
     and hidden_states (Gluon TMA descriptors), after stage 3: 128 programs (both weights' 128 x 256
@@ -665,7 +693,8 @@ def test_warp_specialized_stage4_launch():
     def described(tokens: int, hidden: int = 512):
         return describe_call(Dims(tokens=tokens, hidden=hidden, intermediate=2048, device=torch.device("cpu")), plan)
 
-    low, high = described(plan.stage4_reads_fp32_from - 1), described(plan.stage4_reads_fp32_from)
+    high_tokens = plan.stage4_reads_fp32_from
+    low, high = described(high_tokens - 1), described(high_tokens)
     assert [launch.kernel.__name__ for launch in low.launches] == [
         "layernorm_backward_kernel", "gelu_backward_ws_kernel", "fp16_copy_kernel", "input_grad_gemm_kernel",
         "weight_grad_kernel", "column_sums_kernel"]
@@ -683,8 +712,10 @@ def test_warp_specialized_stage4_launch():
     assert not {"hidden_states_f16", "gelu_output_f16"} & workspaces.keys()
     assert not stage1.constexprs["COPY_HIDDEN"] and not stage1.constexprs["COPY_GELU"]
     assert workspaces["weight_partials"].shape == (2, 2 * 512 * 2048)
-    assert workspaces["arrivals"].shape == (128,)
-    assert stage4.args[5] is stage1.args[-4] is workspaces["arrivals"] and stage1.args[-1] == 128
+    # stage 4's counters, then (where stage 2's launch takes stage 1's rows) one a row block and the tickets
+    counters = 128 + (-(-high_tokens // 64) + 1 if launches.layernorm_rows_in_stage2(high_tokens, plan, 4) else 0)
+    assert workspaces["arrivals"].shape == (counters,)
+    assert stage4.args[5] is stage1.args[-4] is workspaces["arrivals"] and stage1.args[-1] == counters
     assert stage4.args[6] == 0  # its counters first: stage 3 does not split K there
     assert not any(isinstance(g, configs.WeightGemmWsConfig) for arch in ("sm_100", "cpu")
                    for _, g in configs.PLANS[arch].weight_gemm)
