@@ -797,6 +797,28 @@ def test_warp_specialized_stage4(batch_size, seq_len, tolerance, device, nan_out
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("row_programs", [1, 16])
+@pytest.mark.parametrize("batch_size, seq_len, tolerance", [
+    pytest.param(1, 1, LIVE_TOLERANCE, id="one-token"),
+    pytest.param(2, 37, LIVE_TOLERANCE, id="partial-piece-and-row-block"),
+    pytest.param(1, 1163, B1xS1163.tolerance, id="B1xS1163"),
+    pytest.param(1, 6827, LIVE_TOLERANCE, id="6827-tokens")])
+def test_layernorm_rows_in_stage2(batch_size, seq_len, tolerance, row_programs, device, nan_outputs, outputs_pass):
+    """Stage 1's rows in the Gluon stage 2's launch (Hopper), through the CUDA graph, twice (the
+    counters zeroed again): one row program (every GEMM program waits on it) or 16, one token, a
+    partial last piece and row block, more pieces than slots (the ring wraps)."""
+    if configs.architecture(device) != "sm_90":
+        pytest.skip("the warp-specialized stage 2 is Hopper's (wgmma)")
+    plan = dataclasses.replace(warp_specialized_stage4_plan(device), gelu_gemm=((configs.ANY_TOKENS, WARP_SPECIALIZED_STAGE2),),
+                               layernorm_in_stage2=((configs.ANY_TOKENS, row_programs),))
+    inputs = draw(batch_size, seq_len, device, seed=900 + seq_len)
+    for _ in range(2):
+        outputs = nan_outputs(batch_size, seq_len, device)
+        call(inputs, outputs, plan)
+        outputs_pass(outputs, reference_outputs(inputs), tolerance)
+
+
+@pytest.mark.gpu
 def test_stage3_tail_on_gpu(device, nan_outputs, outputs_pass):
     """The device's plan at 11384 tokens (B8xS1423), where stage 3's main tiles make more than one
     wave but not two (178 tiles of 128x256 on 132 SMs): a tail launch, and the reference's results
