@@ -145,6 +145,7 @@ def test_gelu_copy_beside_stage2_moves_bytes_out_of_stage1():
     assert tm.call_ms(predicted, M, plan) == pytest.approx(
         ms[tm.LAYERNORM] + max(ms[tm.GELU], ms[tm.FP16_COPY]) + max(ms[tm.INPUT_GRAD], ms[tm.WEIGHT_GRAD]))
 
+
 def launch_buffers(launch) -> dict[str, Buffer]:
     """The buffers a launch is given, by name (TMA views resolved to their buffer)."""
     buffers = (a.buffer if isinstance(a, Tiles) else a for a in launch.args)
