@@ -644,6 +644,7 @@ def test_warp_specialized_stage2_launch():
 
 
 B1xS1163 = next(w for w in reference.WORKLOADS if w.label == "B1xS1163")
+B8xS853 = next(w for w in reference.WORKLOADS if w.label == "B8xS853")
 WARP_SPECIALIZED_STAGE4 = configs.for_tokens(configs.PLANS["sm_90"].weight_gemm, configs.ANY_TOKENS)
 
 
@@ -802,7 +803,7 @@ def test_warp_specialized_stage4(batch_size, seq_len, tolerance, device, nan_out
     pytest.param(1, 1, LIVE_TOLERANCE, id="one-token"),
     pytest.param(2, 37, LIVE_TOLERANCE, id="partial-piece-and-row-block"),
     pytest.param(1, 1163, B1xS1163.tolerance, id="B1xS1163"),
-    pytest.param(1, 6827, LIVE_TOLERANCE, id="6827-tokens")])
+    pytest.param(8, 853, B8xS853.tolerance, id="B8xS853")])
 def test_layernorm_rows_in_stage2(batch_size, seq_len, tolerance, row_programs, device, nan_outputs, outputs_pass):
     """Stage 1's rows in the Gluon stage 2's launch (Hopper), through the CUDA graph, twice (the
     counters zeroed again): one row program (every GEMM program waits on it) or 16, one token, a
