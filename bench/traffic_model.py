@@ -352,11 +352,12 @@ EFFICIENCY[GELU_WS] = Efficiency(EFFICIENCY[GELU].tbps, 357.0, "stage 2 alone, 1
 # Stage 1's LayerNorm row programs alone (4 a SM, 8 rows a step) stream slower than its copy chunks:
 # 1.36 GB in 480.2 us without the gelu_output copy (results/overlap_6a1d1d9.json, 131072 tokens)
 LAYERNORM_ROWS_TBPS = 2.83
-# Stage 1's rows in stage 2's launch (LaunchPlan.layernorm_in_stage2), not measured: a row program's
-# rate, assumed from its ring (128 KB in flight an SM at ~2 us of latency under load), and the DRAM
-# rate of the whole kernel, stage 1's (the best any stage achieves: stage 2's own rate is its latency
-# bound, not the memory's)
-ROW_PROGRAM_TBPS = 0.064
+# Stage 1's rows in stage 2's launch (LaunchPlan.layernorm_in_stage2): a row program's rate with a
+# fence every piece (ROW_SIGNAL 1), fitted to the calls of 12, 16 and 24 row programs at 6824-131072
+# tokens (25-31 GB/s; 39-40 with ROW_SIGNAL 4: results/ab_stage2_row_programs_d7cdcf4_h100.json on
+# main), and the DRAM rate of the whole kernel, stage 1's (the best any stage achieves: stage 2's own
+# rate is its latency bound, not the memory's)
+ROW_PROGRAM_TBPS = 0.028
 # A kernel's fixed cost: ramp, tail and the graph's launch (128 tokens: each kernel 5-8.5 us against
 # floors of 1-4.4 us at the rates above, results/overlap_6a1d1d9.json)
 LATENCY_MS = 0.004
