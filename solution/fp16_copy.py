@@ -21,6 +21,14 @@ import triton.language as tl
 
 
 @triton.jit
+def round_elements(src, dst, flat, n):
+    """src's elements at offsets `flat` (those below n) rounded to fp16 into dst's."""
+    in_range = flat < n
+    values = tl.load(src + flat, mask=in_range)
+    tl.store(dst + flat, values.to(tl.float16), mask=in_range)
+
+
+@triton.jit
 def fp16_copy_kernel(
     src,  # (n,) fp32
     dst,  # out (n,) fp16
@@ -35,10 +43,6 @@ def fp16_copy_kernel(
     step = tl.num_programs(0) * BLOCK
     if src2 is not None:
         for start in range(first, n2, step):
-            flat = start + tl.arange(0, BLOCK)
-            in_range = flat < n2
-            tl.store(dst2 + flat, tl.load(src2 + flat, mask=in_range).to(tl.float16), mask=in_range)
+            round_elements(src2, dst2, start + tl.arange(0, BLOCK), n2)
     for start in range(first, n, step):
-        flat = start + tl.arange(0, BLOCK)
-        in_range = flat < n
-        tl.store(dst + flat, tl.load(src + flat, mask=in_range).to(tl.float16), mask=in_range)
+        round_elements(src, dst, start + tl.arange(0, BLOCK), n)

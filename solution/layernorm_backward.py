@@ -29,6 +29,7 @@ arrival counters.
 import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents
+from .fp16_copy import round_elements
 
 @triton.jit
 def layernorm_backward_rows(
@@ -131,9 +132,7 @@ def round_gelu_chunk(chunk, gelu_output, gelu_output_f16, M, I: tl.constexpr, BL
     """BLOCK elements of gelu_output, flat, rounded to fp16."""
     # 64-bit: M * I passes 2^31 from 2^20 tokens on
     flat = tl.cast(chunk, tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    in_range = flat < tl.cast(M, tl.int64) * I
-    gelu = tl.load(gelu_output + flat, mask=in_range)
-    tl.store(gelu_output_f16 + flat, gelu.to(tl.float16), mask=in_range)
+    round_elements(gelu_output, gelu_output_f16, flat, tl.cast(M, tl.int64) * I)
 
 
 @triton.jit
