@@ -69,6 +69,8 @@ def gelu_backward_tile(
         x = tl.load(fc1_output + rows[:, None] * I + cols[None, :], mask=row_ok[:, None], other=0.0)
         if GDC:
             gdc_wait()
+            # stage 3 may start now: its weight strips then stream in after stage 1's rows, not beside them
+            gdc_launch_dependents()
         a = tl.load(grad_residual + rows[:, None] * H + ks[None, :], mask=row_ok[:, None], other=0.0)
         acc = tl.dot(a, b, acc)
     else:
@@ -99,11 +101,9 @@ def gelu_backward_gemm_kernel(
     GROUP_M: tl.constexpr,
     PERSISTENT: tl.constexpr,  # loop over the tiles, operands by TMA (else one tile a program, pointer loads)
     WEIGHT_FP32: tl.constexpr,  # one tile a program, fc2_weight the caller's fp32 (gelu_backward_tile)
-    GDC: tl.constexpr,  # launched as a programmatic dependent of stage 1; the next launch may start now
+    GDC: tl.constexpr,  # launched as a programmatic dependent of stage 1; the next launch may start after the wait
 ):
     tl.static_assert(not GDC or WEIGHT_FP32, "only the fp32-weight form waits for stage 1")
-    if GDC:
-        gdc_launch_dependents()
     if PERSISTENT:
         for tile in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M) * (I // BLOCK_N), tl.num_programs(0)):
             gelu_backward_tile(tile, grad_residual, fc2_weight, fc1_output, grad_fc1_output, bias_partials, M, H, I,

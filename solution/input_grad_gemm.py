@@ -25,9 +25,10 @@ so before stage 3 in the call's order of launches.
 
 At the fewest tokens (WEIGHT_FP32) the program reads the caller's fp32 fc1_weight: before it waits
 for stage 2 it loads its whole K slice x BLOCK_N strip and rounds it to fp16 in registers; launched
-as a programmatic dependent of stage 2 (GDC), it does so while stages 1 and 2 run. After the wait
-(griddepcontrol.wait: stage 2 done, so stage 1 too, their stores visible) one contraction over the
-slice, its grad_fc1_output block by pointer loads.
+as a programmatic dependent of stage 2 (GDC), it does so while stage 2 runs. Stage 2 lets it start
+once its own wait for stage 1 has returned, so that fc1_weight's strips do not share DRAM with
+stage 1's rows. After the wait (griddepcontrol.wait: stage 2 done, so stage 1 too, their stores
+visible) one contraction over the slice, its grad_fc1_output block by pointer loads.
 """
 
 import triton
