@@ -27,15 +27,24 @@ At the fewest tokens (WEIGHT_FP32) the program reads the caller's fp32 fc1_weigh
 for stage 2 it loads its whole K slice x BLOCK_N strip and rounds it to fp16 in registers; launched
 as a programmatic dependent of stage 2 (GDC), it does so while stage 2 runs. Stage 2 lets it start
 once its own wait for stage 1 has returned, so that fc1_weight's strips do not share DRAM with
-stage 1's rows. After the wait (griddepcontrol.wait: stage 2 done, so stage 1 too, their stores
-visible) one contraction over the slice, its grad_fc1_output block by pointer loads.
+stage 1's rows. Split (SLICE_TILES), it then waits not for all of stage 2 but for the stage-2 tiles
+of its own row block and K slice: each stage-2 tile, once stored, counts itself in on that slice's
+counter (a release), and the program spins on the counter (an acquire) until all SLICE_TILES have,
+so its block of grad_fc1_output is visible. No wait can deadlock: stage 3 starts only once every
+stage-2 program has passed its own wait, so they are all on SMs and finish whatever stage 3 does.
+The slice counters come first in the arrivals workspace, zeroed by stage 1 like the rest.
+Otherwise it waits for stage 2 (griddepcontrol.wait: stage 2 done, so stage 1 too, their stores
+visible). Then one contraction over the slice, its grad_fc1_output block by pointer loads.
 """
 
 import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_wait
 
+from .arguments import INTERPRETED as _INTERPRETED
 from .tiling import grouped_tile, store_tile
+
+INTERPRETED = tl.constexpr(_INTERPRETED)
 
 
 @triton.jit
@@ -58,23 +67,27 @@ def input_grad_gemm_kernel(
     SPLITS: tl.constexpr,  # programs a tile, each a slice of K (1: a program contracts all of K)
     WEIGHT_FP32: tl.constexpr,  # the caller's fp32 fc1_weight, the program's strip loaded before the wait
     GDC: tl.constexpr,  # launched as a programmatic dependent of stage 2 (griddepcontrol, GPU only)
+    SLICE_TILES: tl.constexpr,  # wait for this many stage-2 tiles of the slice on its counter, not for stage 2 (0: no)
 ):
     """A tile of grad_hidden_states a program (SPLITS = 1), or a K slice of one (TMA: rows past M
     load as zeros)."""
     tl.static_assert(not GDC or WEIGHT_FP32, "only the fp32-weight form waits for stage 2")
+    tl.static_assert(SLICE_TILES == 0 or (WEIGHT_FP32 and SPLITS > 1), "only the split fp32-weight form counts")
     if SPLITS == 1:
-        acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, row0, rows, tl.program_id(0), 0, I, H, I,
-                                        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, WEIGHT_FP32, GDC)
+        acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, None, M, row0, rows, tl.program_id(0), 0, I, H,
+                                        I, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, WEIGHT_FP32, GDC, 0)
         store_tile(grad_hidden_states, acc + grad_residual.load([row, col]).to(tl.float32), row, col, M, H, BLOCK_M,
                    BLOCK_N)
     else:
         input_grad_split_k(grad_fc1_output, fc1_weight, grad_residual, grad_hidden_states, partials, arrivals, M,
-                           row0, rows, H, I, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLITS, WEIGHT_FP32, GDC)
+                           row0, rows, H, I, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLITS, WEIGHT_FP32, GDC, SLICE_TILES)
 
 
 @triton.jit
 def k_slice_of_tile(
-    grad_fc1_output, fc1_weight, M, row0, rows, tile, split,
+    grad_fc1_output, fc1_weight,
+    slice_counts,  # (cdiv(M, BLOCK_M), I // K_SPLIT) int32: stage 2's tiles stored per row block and slice, if SLICE_TILES
+    M, row0, rows, tile, split,
     K_SPLIT: tl.constexpr,  # the slice's length: K = [split, split + 1) * K_SPLIT
     H: tl.constexpr,
     I: tl.constexpr,
@@ -84,6 +97,7 @@ def k_slice_of_tile(
     GROUP_M: tl.constexpr,
     WEIGHT_FP32: tl.constexpr,
     GDC: tl.constexpr,
+    SLICE_TILES: tl.constexpr,  # wait for this many stage-2 tiles on the slice's counter (0: for stage 2, if GDC)
 ):
     """grad_fc1_output[rows, K] @ fc1_weight[K, cols] for output tile `tile` of the launch's rows (in
     the grouped order) and K slice `split`: (the fp32 tile, its first row, its first column)."""
@@ -93,15 +107,37 @@ def k_slice_of_tile(
     if WEIGHT_FP32:
         ks = split * K_SPLIT + tl.arange(0, K_SPLIT)
         b = tl.load(fc1_weight + ks[:, None] * H + (col + tl.arange(0, BLOCK_N))[None, :]).to(tl.float16)
-        if GDC:
-            gdc_wait()
         tile_rows = row + tl.arange(0, BLOCK_M).to(tl.int64)
-        a = tl.load(grad_fc1_output + tile_rows[:, None] * I + ks[None, :], mask=(tile_rows < M)[:, None], other=0.0)
+        a_pointers = grad_fc1_output + tile_rows[:, None] * I + ks[None, :]
+        if SLICE_TILES > 0:
+            # until stage 2 has stored the slice's tiles of these rows (acquire: their stores visible),
+            # then every thread's loads, from L2 (.cg: no L1 line from before the acquire)
+            counter = slice_counts + (row // BLOCK_M) * (I // K_SPLIT) + split
+            while load_acquire(counter) < SLICE_TILES:
+                pass
+            tl.debug_barrier()
+            a = tl.load(a_pointers, mask=(tile_rows < M)[:, None], other=0.0, cache_modifier=".cg")
+        else:
+            if GDC:
+                gdc_wait()
+            a = tl.load(a_pointers, mask=(tile_rows < M)[:, None], other=0.0)
         acc = tl.dot(a, b, acc)
     else:
         for k in range(split * K_SPLIT, (split + 1) * K_SPLIT, BLOCK_K):
             acc = tl.dot(grad_fc1_output.load([row, k]), fc1_weight.load([k, col]), acc)
     return acc, row, col
+
+
+@triton.jit
+def load_acquire(counter):
+    """*counter (int32), a load with acquire semantics at GPU scope; the interpreter, which runs no
+    inline assembly, reads it by an atomic add of 0. (Triton 3.6 compiles a spin loop on
+    tl.atomic_add(counter, 0) to no load at all: the loop is gone from the PTX.)"""
+    if INTERPRETED:
+        return tl.atomic_add(counter, 0, sem="acquire")
+    else:
+        return tl.inline_asm_elementwise("ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [counter], dtype=tl.int32,
+                                         is_pure=False, pack=1)
 
 
 @triton.jit
@@ -116,16 +152,21 @@ def input_grad_split_k(
     SPLITS: tl.constexpr,
     WEIGHT_FP32: tl.constexpr,
     GDC: tl.constexpr,
+    SLICE_TILES: tl.constexpr,
 ):
     """Program pid takes split pid // tiles of tile pid % tiles (each split walks the tiles in the
-    grouped order of the unsplit kernel); the last of a tile's programs to arrive finishes it."""
+    grouped order of the unsplit kernel); the last of a tile's programs to arrive finishes it. The
+    counters: where SLICE_TILES, first stage 2's tiles stored per row block and slice
+    (arrivals[row block * SPLITS + split], the launch's rows being all M rows), then each tile's
+    arrivals."""
     tl.static_assert(I % (SPLITS * BLOCK_K) == 0, "each split must be a whole number of BLOCK_K steps")
     K_SPLIT: tl.constexpr = I // SPLITS
     TILE: tl.constexpr = BLOCK_M * BLOCK_N
     tiles = tl.cdiv(rows, BLOCK_M) * (H // BLOCK_N)
     tile, split = tl.program_id(0) % tiles, tl.program_id(0) // tiles
-    acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, M, row0, rows, tile, split, K_SPLIT, H, I, BLOCK_M,
-                                    BLOCK_N, BLOCK_K, GROUP_M, WEIGHT_FP32, GDC)
+    acc, row, col = k_slice_of_tile(grad_fc1_output, fc1_weight, arrivals, M, row0, rows, tile, split, K_SPLIT, H, I,
+                                    BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, WEIGHT_FP32, GDC, SLICE_TILES)
+    tile_arrivals = arrivals + tl.cdiv(M, BLOCK_M) * SPLITS if SLICE_TILES > 0 else arrivals  # past the slice counters
 
     in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     tile_partials = partials + tile * (SPLITS * TILE)  # this tile's SPLITS partials, split-major
@@ -133,7 +174,7 @@ def input_grad_split_k(
     # Every thread's stores before the count (CTA barrier), and the count a release at GPU scope:
     # the program that sees SPLITS - 1 earlier arrivals (acquire) sees their partials too.
     tl.debug_barrier()
-    earlier = tl.atomic_add(arrivals + tile, 1, sem="acq_rel")
+    earlier = tl.atomic_add(tile_arrivals + tile, 1, sem="acq_rel")
     if earlier == SPLITS - 1:
         tl.debug_barrier()  # the acquire (one thread's) before every thread's loads
         # in split order, from L2 (.cg: no L1 line from before the acquire)

@@ -241,7 +241,14 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     tiles3 = triton.cdiv(M, g3.block_m) * (H // g3.block_n)
     input_partials = Buffer("input_partials", f32, (tiles3, g3.splits, g3.block_m, g3.block_n)) if g3.splits > 1 else None
     weight_partials = Buffer("weight_partials", f32, (weight_grad_ws.SPLITS.value, 2 * H * I)) if ws_stage4 else None
-    counters3 = tiles3 if g3.splits > 1 else 0
+    # At few tokens stage 3's split programs wait for the stage-2 tiles of their row block and K slice
+    # on a counter each (counted), instead of for all of stage 2: those counters first
+    counted = gdc and g3.splits > 1
+    if counted and (g2.block_m != g3.block_m or (I // g3.splits) % g2.block_n):
+        raise ValueError(f"plan: stage 3's K slices wait on stage 2's tiles, which must share its row blocks and "
+                         f"divide its slices ({g2}, {g3})")
+    slice_counters = triton.cdiv(M, g2.block_m) * g3.splits if counted else 0
+    counters3 = slice_counters + (tiles3 if g3.splits > 1 else 0)
     counters = counters3 + (weight_grad_ws.arrival_counters(H, I, g4.block_n) if ws_stage4 else 0)
     arrivals = Buffer("arrivals", torch.int32, (counters,)) if counters else None
     workspaces = tuple(w for w in (grad_residual_f16, hidden_states_f16, gelu_output_f16,
@@ -263,7 +270,9 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
         dict(H=H, I=I, BLOCK_M=ln.block_m, PREFETCH=ln.prefetch, CHUNK=chunk, COPY_HIDDEN=not fp32_stage4,
              COPY_GELU=copy_gelu_in_stage1, ROUND_WEIGHTS=not weight_fp32, GDC=gdc),
         dict(num_warps=ln.warps), after=(), shared_carveout=_BESIDE_HEAVY if gdc else None)
-    stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, WEIGHT_FP32=weight_fp32, GDC=gdc)
+    stage2_meta = dict(H=H, I=I, **_gemm_meta(g2), GROUP_M=g2.group_m, WEIGHT_FP32=weight_fp32, GDC=gdc,
+                       COUNT_SLICES=g3.splits if counted else 0)
+    slice_counts = arrivals if counted else None
     tiles2 = triton.cdiv(M, g2.block_m) * (I // g2.block_n)
     if isinstance(g2, GeluGemmWsConfig):
         stage2 = Launch(
@@ -277,14 +286,14 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
     elif g2.programs_per_sm == 0:
         stage2 = Launch(gelu_backward_gemm_kernel, tiles2,
                         (grad_residual_f16, fc2_weight if weight_fp32 else fc2_weight_f16, fc1_output, grad_fc1_output,
-                         bias_partials, M),
+                         bias_partials, slice_counts, M),
                         dict(stage2_meta, PERSISTENT=False), _gemm_options(g2), after=(0,), programmatic=gdc,
                         shared_carveout=_BESIDE_HEAVY if gdc else None)
     else:
         stage2 = Launch(
             gelu_backward_gemm_kernel, max(1, min(tiles2, g2.programs_per_sm * sms)),
             (Tiles(grad_residual_f16, (g2.block_m, g2.block_k)), Tiles(fc2_weight_f16, (g2.block_k, g2.block_n)),
-             Tiles(fc1_output, (g2.block_m, g2.block_n)), grad_fc1_output, bias_partials, M),
+             Tiles(fc1_output, (g2.block_m, g2.block_n)), grad_fc1_output, bias_partials, None, M),
             dict(stage2_meta, PERSISTENT=True), _gemm_options(g2), after=(0,))
     def stage3_launch(g: InputGemmConfig, row0: int, rows: int, beside_main: bool = False) -> Launch:
         operands = ((grad_fc1_output, fc1_weight) if weight_fp32 else
@@ -293,7 +302,8 @@ def describe_call(dims: Dims, plan: LaunchPlan) -> CallDescription:
             input_grad_gemm_kernel, triton.cdiv(rows, g.block_m) * (H // g.block_n) * g.splits,
             (*operands, Tiles(grad_residual_f16, (g.block_m, g.block_n)), grad_hidden_states, input_partials,
              arrivals if counters3 else None, M, row0, rows),
-            dict(H=H, I=I, **_gemm_meta(g), GROUP_M=g.group_m, SPLITS=g.splits, WEIGHT_FP32=weight_fp32, GDC=gdc),
+            dict(H=H, I=I, **_gemm_meta(g), GROUP_M=g.group_m, SPLITS=g.splits, WEIGHT_FP32=weight_fp32, GDC=gdc,
+                 SLICE_TILES=I // g.splits // g2.block_n if counted else 0),
             _gemm_options(g), after=(1, copy_index) if fc1_weight_apart else (1,), programmatic=gdc,
             shared_carveout=_BESIDE_HEAVY if beside_main else None)
     # (programmatic, stage 3 is one launch: its configuration at few tokens has no tail.) A tail's

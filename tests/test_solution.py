@@ -203,24 +203,53 @@ def test_arrival_counters_zeroed_each_call(counted, device, nan_outputs, outputs
     outputs_pass(outputs, reference_outputs(inputs), LIVE_TOLERANCE)
 
 
+@pytest.mark.parametrize("tokens", [100, 131])
+def test_stage2_counts_stage3_slices(tokens, device):
+    """The programmatic chain's slice counters after stages 1 and 2 (in order, a workspace of 0x7f
+    bytes): each row block's K slice counted exactly its stage-2 tiles (2048 / 4 / 32), so a stage-3
+    program waiting on it gets past the wait once they are stored and not before. A partial last row
+    block (131 tokens: 3 rows) counts as many. (Stage 3 is left out: with a count short it would
+    wait for ever.)"""
+    plan = split_k_plan(device, 4)
+    inputs = draw(1, tokens, device, seed=397)
+    named = dict(zip(reference.INPUT_NAMES, inputs))
+    eps = named.pop("eps")
+    tensors = {**named, **{name: torch.empty(shape, device=device)
+                           for name, shape in reference.output_shapes(1, tokens).items()}}
+    dims, _, _ = check_arguments(tuple(tensors[name] for name in TENSOR_NAMES), eps)
+    described = describe_call(dims, plan)
+    assert described.launches[2].constexprs["SLICE_TILES"] == 16
+    workspace = torch.full((described.workspace_bytes,), 0x7F, dtype=torch.uint8, device=device)
+    views = workspace_views(described, workspace)
+    launch_in_order(dataclasses.replace(described, launches=described.launches[:2]), {**tensors, **views}, float(eps))
+    row_blocks = -(-tokens // 64)
+    assert views["arrivals"][:row_blocks * 4].tolist() == [16] * (row_blocks * 4)
+
+
 @pytest.mark.parametrize("splits", [1, 4])
 def test_stage3_split_k_launch(splits):
     """Split over K, stage 3 runs `splits` programs a tile, with a workspace of partial tiles and
     one of arrival counters that stage 1 zeroes; unsplit, neither exists and no kernel gets them
-    (the unsplit kernels compile as before the split)."""
+    (the unsplit kernels compile as before the split). Split, the programmatic chain's stage 3
+    waits for stage 2's tiles of its row block and K slice on a counter each (before the tiles'
+    arrivals): stage 2 counts its 64 x 32 tiles there, 2048 / splits / 32 a slice."""
     plan = split_k_plan(torch.device("cpu"), splits)
     described = describe_call(Dims(tokens=100, hidden=512, intermediate=2048, device=torch.device("cpu")), plan)
-    stage1, _, stage3 = described.launches[:3]
+    stage1, stage2, stage3 = described.launches[:3]
     tiles = 2 * 512 // 64
     workspaces = {w.name: w for w in described.workspaces}
     assert stage3.grid == tiles * splits and stage3.constexprs["SPLITS"] == splits
     if splits == 1:
         assert not {"input_partials", "arrivals"} & workspaces.keys()
         assert stage3.args[4:6] == (None, None) and stage1.args[-4] is None and stage1.args[-1] is None
+        assert stage2.args[5] is None and stage2.constexprs["COUNT_SLICES"] == stage3.constexprs["SLICE_TILES"] == 0
     else:
+        slices = 2 * splits
         assert workspaces["input_partials"].shape == (tiles, splits, 64, 64)
-        assert workspaces["arrivals"] == Buffer("arrivals", torch.int32, (tiles,))
-        assert stage3.args[5] is stage1.args[-4] is workspaces["arrivals"] and stage1.args[-1] == tiles
+        assert workspaces["arrivals"] == Buffer("arrivals", torch.int32, (slices + tiles,))
+        assert stage3.args[5] is stage2.args[5] is stage1.args[-4] is workspaces["arrivals"]
+        assert stage1.args[-1] == slices + tiles
+        assert stage2.constexprs["COUNT_SLICES"] == splits and stage3.constexprs["SLICE_TILES"] == 2048 // splits // 32
 
 
 TAILED = configs.InputGemmConfig(block_m=64, block_n=256, block_k=64, warps=4, stages=2,
