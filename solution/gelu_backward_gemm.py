@@ -73,7 +73,8 @@ def gelu_backward_tile(
         x = tl.load(fc1_output + rows[:, None] * I + cols[None, :], mask=row_ok[:, None], other=0.0)
         if GDC:
             gdc_wait()
-            # stage 3 may start now: its weight strips then stream in after stage 1's rows, not beside them
+            # stage 3 may start now, not earlier: its weight strips then stream in after stage 1's rows,
+            # not beside them, and it reads the slice counters only once stage 1 has zeroed them
             gdc_launch_dependents()
         a = tl.load(grad_residual + rows[:, None] * H + ks[None, :], mask=row_ok[:, None], other=0.0)
         acc = tl.dot(a, b, acc)

@@ -30,9 +30,11 @@ once its own wait for stage 1 has returned, so that fc1_weight's strips do not s
 stage 1's rows. Split (SLICE_TILES), it then waits not for all of stage 2 but for the stage-2 tiles
 of its own row block and K slice: each stage-2 tile, once stored, counts itself in on that slice's
 counter (a release), and the program spins on the counter (an acquire) until all SLICE_TILES have,
-so its block of grad_fc1_output is visible. No wait can deadlock: stage 3 starts only once every
-stage-2 program has passed its own wait, so they are all on SMs and finish whatever stage 3 does.
-The slice counters come first in the arrivals workspace, zeroed by stage 1 like the rest.
+so its block of grad_fc1_output is visible. The slice counters come first in the arrivals
+workspace, zeroed by stage 1 like the rest. Stage 3 starts only once every stage-2 program has
+passed its own wait for stage 1, which makes both safe: the counters read zero or more (stage 1,
+which zeroes them, is done), and no wait can deadlock (every stage-2 program is on an SM and
+finishes whatever stage 3 does).
 Otherwise it waits for stage 2 (griddepcontrol.wait: stage 2 done, so stage 1 too, their stores
 visible). Then one contraction over the slice, its grad_fc1_output block by pointer loads.
 """
