@@ -2,6 +2,7 @@
 
     python bench/traffic_model.py --tokens 128 2984 131072            # model: bytes, FLOPs, floors, prediction
     python bench/traffic_model.py --kernels results/overlap_6a1d1d9.json [--tokens 2984]   # vs measured
+    python bench/traffic_model.py --serial results/ab_b9a5b37_h100.json [--out FILE]    # the serial estimate
 
 The model (docs/performance.md sums it up): each stage reads and writes whole tensors, each
 counted once at its dtype's size. That is the compulsory DRAM traffic: GEMM tiles re-read operand
@@ -31,10 +32,13 @@ import argparse
 import dataclasses
 import json
 import math
+import statistics
 import sys
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
+from evaluation.provenance import git_commit
 from solution import configs
 from solution.configs import (GeluGemmConfig, GeluGemmWsConfig, InputGemmConfig, LaunchPlan, WeightGemmConfig,
                               WeightGemmWsConfig, for_tokens)
@@ -569,6 +573,62 @@ def measured_table(row: dict) -> list[str]:
     return lines
 
 
+# ---------------------------------------------------------------- the serial estimate
+
+# stage 1's achieved rate on an H100 at 131072 tokens: 234 us for its 0.67 GB of rows (v39,
+# results/ab_b9a5b37_h100.json)
+SERIAL_TBPS = 2.9
+
+
+def serial_estimate(tokens: int, reference_us: float, tbps: float = SERIAL_TBPS) -> dict:
+    """The call with its stages one after another, each as fast as the measured GEMM reference and
+    DRAM allow: the reference's four GEMMs (`reference_us`, cuBLAS, same run), plus stage 1's bytes
+    at `tbps` (no GEMM there), plus whatever of stage 2's bytes its GEMM cannot hide (its bytes at
+    `tbps` beyond a quarter of the reference: the four GEMMs have equal FLOPs). Stage 2's bytes are
+    the shipped layout's (grad_residual and grad_fc1_output in fp16, fc1_output read in fp32); stages
+    3 and 4 move little beyond their GEMMs. A target below this estimate needs bytes moved under
+    another stage's MMAs or fused away, not only each stage at its own bound."""
+    stage1 = traffic({"grad_output": fp32(tokens, H), "normalized": fp32(tokens, H)},
+                     {"grad_residual_f16": fp16(tokens, H)})
+    stage2 = traffic({"grad_residual_f16": fp16(tokens, H), "fc1_output": fp32(tokens, I)},
+                     {"grad_fc1_output": fp16(tokens, I)})
+    stage1_us, stage2_us = (t["bytes"] / (tbps * 1e12) * 1e6 for t in (stage1, stage2))
+    estimate = reference_us + stage1_us + max(0.0, stage2_us - reference_us / 4)
+    return {"tokens": tokens, "reference_us": reference_us, "stage1_bytes_us": stage1_us,
+            "stage2_bytes_us": stage2_us, "estimate_us": estimate, "estimate_ratio": estimate / reference_us}
+
+
+def serial_rows(path: Path, side: str) -> tuple[dict, list[dict]]:
+    """Per workload of a bench/ab.py results file: `side`'s call and the GEMM reference (medians over
+    the rounds) beside the serial estimate; and the file's provenance."""
+    try:
+        measurement = json.loads(path.read_text(encoding="utf-8"))
+        rows, source = measurement["rows"], measurement.get("provenance", {})
+        measured = [(r["tokens"], [t["us"] for t in r["times"][side]], [t["us"] for t in r["times"]["gemm_reference"]])
+                    for r in rows]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{path}: not a bench/ab.py results file with side {side!r} "
+                         f"({type(e).__name__}: {e})"[:300]) from e
+    out = []
+    for tokens, call, reference in measured:
+        if not (isinstance(tokens, int) and tokens >= 1 and call and reference
+                and all(isinstance(v, (int, float)) and v > 0 for v in call + reference)):
+            raise UsageError(f"{path}: a row's tokens or times are not positive numbers (tokens {tokens!r})")
+        call_us, reference_us = statistics.median(call), statistics.median(reference)
+        out.append({**serial_estimate(tokens, reference_us), "call_us": call_us, "call_ratio": call_us / reference_us})
+    return source, out
+
+
+def serial_table(rows: list[dict], path: Path, side: str) -> list[str]:
+    lines = [f"{path} ({side}): the call against the serial estimate (the reference's GEMMs + stage 1's bytes + "
+             f"stage 2's bytes beyond a quarter of the reference, at {SERIAL_TBPS} TB/s)",
+             f"  {'tokens':>7} {'call us':>8} {'ref us':>8} {'ratio':>6} {'st1 us':>7} {'st2 us':>7} {'est us':>8} {'est ratio':>9}"]
+    for r in rows:
+        lines.append(f"  {r['tokens']:7d} {r['call_us']:8.1f} {r['reference_us']:8.1f} {r['call_ratio']:6.2f} "
+                     f"{r['stage1_bytes_us']:7.1f} {r['stage2_bytes_us']:7.1f} {r['estimate_us']:8.1f} {r['estimate_ratio']:9.2f}")
+    return lines
+
+
 MAX_TOKENS = 2**31 - 1  # a bound on what the model is asked, far above any workload
 
 
@@ -576,10 +636,25 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Bytes and FLOPs of each stage kernel, its roofline, and a predicted time")
     parser.add_argument("--tokens", type=int, nargs="+", help="token counts (default 128 2984 131072; with --kernels: a filter)")
     parser.add_argument("--kernels", type=Path, help="a profile_stages results file: roofline of its measured kernel times")
+    parser.add_argument("--serial", type=Path, metavar="AB_FILE",
+                        help="a bench/ab.py results file: each workload's call against the serial estimate")
+    parser.add_argument("--side", default="checkout", help="with --serial: the side whose call is shown (default: checkout)")
+    parser.add_argument("--out", type=Path, help="with --serial: also write the rows as JSON here")
     args = parser.parse_args(argv)
     try:
         if args.tokens and not all(1 <= t <= MAX_TOKENS for t in args.tokens):
             raise UsageError(f"--tokens must be between 1 and {MAX_TOKENS}")
+        if args.serial:
+            source, rows = serial_rows(args.serial, args.side)
+            if args.out:
+                method = (f"bench/traffic_model.py --serial {args.serial} --side {args.side} (no GPU): per workload the "
+                          f"side's call and the GEMM reference of that file (medians over its rounds) beside the serial "
+                          f"estimate (traffic_model.serial_estimate, {SERIAL_TBPS} TB/s)")
+                out = {"provenance": {"commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                      "method": method, "measurement": source}, "rows": rows}
+                args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+            print("\n".join(serial_table(rows, args.serial, args.side)))
+            return 0
         if args.kernels:
             tables = [measured_table(row) for row in measured_rows(args.kernels, args.tokens)]
         else:

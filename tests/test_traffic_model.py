@@ -286,9 +286,32 @@ def test_cli_measured(capsys):
     assert "official 3034.2 us" in out and "kernels not in the model" not in out
 
 
+def test_serial_estimate_arithmetic():
+    """The reference's GEMMs, plus stage 1's bytes (fp32 grad_output and normalized read, fp16
+    grad_residual written: 10 B an element of M x H), plus stage 2's (fp16 grad_residual and
+    grad_fc1_output, fp32 fc1_output: 2 H + 6 I B a token) beyond a quarter of the reference."""
+    stage1_us, stage2_us = 1000 * 512 * 10 / 2e12 * 1e6, 1000 * (2 * 512 + 6 * 2048) / 2e12 * 1e6
+    assert (stage1_us, stage2_us) == pytest.approx((2.56, 6.656))
+    hidden = tm.serial_estimate(1000, 100.0, tbps=2.0)  # stage 2's bytes under its GEMM's 25 us
+    assert hidden["estimate_us"] == pytest.approx(100.0 + stage1_us) and hidden["estimate_ratio"] == pytest.approx(1.0256)
+    exposed = tm.serial_estimate(1000, 20.0, tbps=2.0)  # 1.656 us of them beyond its 5
+    assert exposed["estimate_us"] == pytest.approx(20.0 + stage1_us + stage2_us - 5.0)
+
+
+def test_cli_serial(tmp_path, capsys):
+    """The stored v39 A/B (H100): at 131072 tokens the call 1.55x the reference, the estimate 1.28x."""
+    out = tmp_path / "serial.json"
+    assert tm.main(["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--out", str(out)]) == 0
+    row = next(line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["131072"])
+    assert row[3:] == ["1.55", "231.4", "601.7", "2004.7", "1.28"]
+    written = json.loads(out.read_text())
+    assert len(written["rows"]) == 16 and written["provenance"]["measurement"]["gpu"] == "NVIDIA H100 80GB HBM3"
+
+
 @pytest.mark.parametrize("argv", (["--kernels", "no/such.json"], ["--kernels", str(ROOT / "definition.json")],
                                   ["--kernels", str(OVERLAP), "--tokens", "5"], ["--tokens", "0"],
-                                  ["--tokens", str(2**70)]))
+                                  ["--tokens", str(2**70)], ["--serial", "no/such.json"], ["--serial", str(OVERLAP)],
+                                  ["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--side", "v37"]))
 def test_cli_bad_use_is_one_line(argv, capsys):
     assert tm.main(argv) == 2
     err = capsys.readouterr().err
