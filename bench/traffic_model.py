@@ -594,8 +594,31 @@ def serial_estimate(tokens: int, reference_us: float, tbps: float = SERIAL_TBPS)
                      {"grad_fc1_output": fp16(tokens, I)})
     stage1_us, stage2_us = (t["bytes"] / (tbps * 1e12) * 1e6 for t in (stage1, stage2))
     estimate = reference_us + stage1_us + max(0.0, stage2_us - reference_us / 4)
+    # each stage's part of the estimate
+    shares = {"1": stage1_us, "2": max(stage2_us, reference_us / 4), "3": reference_us / 4, "4": reference_us / 2}
     return {"tokens": tokens, "reference_us": reference_us, "stage1_bytes_us": stage1_us,
-            "stage2_bytes_us": stage2_us, "estimate_us": estimate, "estimate_ratio": estimate / reference_us}
+            "stage2_bytes_us": stage2_us, "estimate_us": estimate, "estimate_ratio": estimate / reference_us,
+            "stage_shares_us": shares}
+
+
+# the stage each measured kernel belongs to (the gelu_output copy and the column sums have no share)
+SERIAL_STAGES = {LAYERNORM: "1", GELU: "2", GELU_WS: "2", INPUT_GRAD: "3", WEIGHT_GRAD: "4", WEIGHT_WS: "4"}
+
+
+def stage_spans(windows: list[dict]) -> dict[str, float]:
+    """Each stage's span in a call (first start to last end of its kernels' CUPTI windows, us; the
+    median over calls), from bench/ab.py's kernel_windows_us of each call."""
+    spans: dict[str, list[float]] = {}
+    for call in windows:
+        bounds: dict[str, list[float]] = {}
+        for kernel, (start, end) in call.items():
+            stage = SERIAL_STAGES.get(kernel)
+            if stage:
+                lo, hi = bounds.get(stage, (start, end))
+                bounds[stage] = [min(lo, start), max(hi, end)]
+        for stage, (start, end) in bounds.items():
+            spans.setdefault(stage, []).append(end - start)
+    return {stage: statistics.median(v) for stage, v in sorted(spans.items())}
 
 
 def serial_rows(path: Path, side: str) -> tuple[dict, list[dict]]:
@@ -604,18 +627,23 @@ def serial_rows(path: Path, side: str) -> tuple[dict, list[dict]]:
     try:
         measurement = json.loads(path.read_text(encoding="utf-8"))
         rows, source = measurement["rows"], measurement.get("provenance", {})
-        measured = [(r["tokens"], [t["us"] for t in r["times"][side]], [t["us"] for t in r["times"]["gemm_reference"]])
-                    for r in rows]
+        measured = [(r["tokens"], [t["us"] for t in r["times"][side]], [t["us"] for t in r["times"]["gemm_reference"]],
+                     [t.get("kernel_windows_us", {}) for t in r["times"][side]]) for r in rows]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UsageError(f"{path}: not a bench/ab.py results file with side {side!r} "
                          f"({type(e).__name__}: {e})"[:300]) from e
     out = []
-    for tokens, call, reference in measured:
+    for tokens, call, reference, windows in measured:
         if not (isinstance(tokens, int) and tokens >= 1 and call and reference
                 and all(isinstance(v, (int, float)) and v > 0 for v in call + reference)):
             raise UsageError(f"{path}: a row's tokens or times are not positive numbers (tokens {tokens!r})")
+        try:
+            spans = stage_spans(windows)
+        except (TypeError, ValueError) as e:
+            raise UsageError(f"{path}: a row's kernel_windows_us are not (start, end) pairs (tokens {tokens})") from e
         call_us, reference_us = statistics.median(call), statistics.median(reference)
-        out.append({**serial_estimate(tokens, reference_us), "call_us": call_us, "call_ratio": call_us / reference_us})
+        out.append({**serial_estimate(tokens, reference_us), "call_us": call_us, "call_ratio": call_us / reference_us,
+                    "stage_spans_us": spans})
     return source, out
 
 
@@ -626,6 +654,12 @@ def serial_table(rows: list[dict], path: Path, side: str) -> list[str]:
     for r in rows:
         lines.append(f"  {r['tokens']:7d} {r['call_us']:8.1f} {r['reference_us']:8.1f} {r['call_ratio']:6.2f} "
                      f"{r['stage1_bytes_us']:7.1f} {r['stage2_bytes_us']:7.1f} {r['estimate_us']:8.1f} {r['estimate_ratio']:9.2f}")
+    lines.append("  each stage's span (CUPTI windows) against its part of the estimate, us (stages overlap at few tokens):")
+    lines.append(f"  {'tokens':>7} " + " ".join(f"{'stage ' + s:>17}" for s in "1234"))
+    for r in rows:
+        cells = (f"{r['stage_spans_us'][s]:7.1f} / {r['stage_shares_us'][s]:7.1f}" if s in r["stage_spans_us"] else f"{'-':>17}"
+                 for s in "1234")
+        lines.append(f"  {r['tokens']:7d} " + " ".join(cells))
     return lines
 
 

@@ -302,10 +302,20 @@ def test_cli_serial(tmp_path, capsys):
     """The stored v39 A/B (H100): at 131072 tokens the call 1.55x the reference, the estimate 1.28x."""
     out = tmp_path / "serial.json"
     assert tm.main(["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--out", str(out)]) == 0
-    row = next(line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["131072"])
-    assert row[3:] == ["1.55", "231.4", "601.7", "2004.7", "1.28"]
+    estimate, spans = (line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["131072"])
+    assert estimate[3:] == ["1.55", "231.4", "601.7", "2004.7", "1.28"]
+    assert spans[1:] == ["233.9", "/", "231.4", "785.5", "/", "601.7", "514.8", "/", "390.6", "889.2", "/", "781.1"]
     written = json.loads(out.read_text())
     assert len(written["rows"]) == 16 and written["provenance"]["measurement"]["gpu"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_stage_spans():
+    """A stage's span runs from its first kernel's start to its last kernel's end (stage 4 over two
+    kernels: 5 to 20 us), the median over calls; kernels of no stage (the copy, the sums) are left out."""
+    calls = [{tm.LAYERNORM: [0.0, 4.0], tm.WEIGHT_GRAD: [5.0, 10.0], tm.WEIGHT_WS: [8.0, 20.0], tm.COLUMN_SUMS: [1, 30]},
+             {tm.LAYERNORM: [0.0, 6.0], tm.WEIGHT_GRAD: [5.0, 9.0], tm.WEIGHT_WS: [8.0, 19.0]},
+             {tm.LAYERNORM: [0.0, 5.0], tm.WEIGHT_GRAD: [4.0, 9.0], tm.WEIGHT_WS: [8.0, 21.0]}]
+    assert tm.stage_spans(calls) == {"1": 5.0, "4": 15.0}
 
 
 @pytest.mark.parametrize("argv", (["--kernels", "no/such.json"], ["--kernels", str(ROOT / "definition.json")],
