@@ -69,7 +69,9 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
         form = ", ".join(filter(None, ("a program a tile", dependent("gelu_backward_gemm_kernel", 1))))
         out["2 GELU backward GEMM"] = (f"gelu_backward_gemm_kernel ({form})",
                                        f"{g2.block_m}x{g2.block_n} tiles, {g2.warps} warps; its fp32 fc2_weight strip "
-                                       f"and fc1_output tile loaded before it waits, then K = {H} in one contraction")
+                                       f"and fc1_output tile loaded before it waits, then K = {H} in one contraction"
+                                       + ("; stage 3 may start once its programs have waited"
+                                          if launches["gelu_backward_gemm_kernel"].constexprs.get("GDC") else ""))
     else:
         form = f"persistent, {g2.programs_per_sm} programs an SM, TMA" if g2.programs_per_sm else "a program a tile"
         out["2 GELU backward GEMM"] = (f"gelu_backward_gemm_kernel ({form})",
@@ -83,9 +85,12 @@ def stages(tokens: int, plan: configs.LaunchPlan) -> dict[str, tuple[str, str]]:
     split = f", K split over {g3.splits} programs" if g3.splits > 1 else ""
     if weight_fp32:
         form = dependent("input_grad_gemm_kernel", 2)
+        counted = launches["input_grad_gemm_kernel"].constexprs.get("SLICE_TILES")
+        waits = (f"waits for the {counted} stage-2 tiles of its row block and K slice (their counter)" if counted
+                 else "waits")
         out["3 input-gradient GEMM"] = (f"input_grad_gemm_kernel ({form})" if form else "input_grad_gemm_kernel",
                                         f"{g3.block_m}x{g3.block_n} tiles, {g3.warps} warps{split}; its fp32 fc1_weight "
-                                        f"strip loaded before it waits, then its K slice in one contraction")
+                                        f"strip loaded before it {waits}, then its K slice in one contraction")
     else:
         per_sm = "one program" if g3.programs_per_sm == 1 else f"{g3.programs_per_sm} programs"
         tail = (f"; the rows past the last whole wave ({per_sm} an SM) in {_tile(g3.tail)}, {g3.tail.warps} warps, "

@@ -147,12 +147,22 @@ def stage2_persistent(tokens: int, plan: LaunchPlan) -> bool:
     return isinstance(g, GeluGemmWsConfig) or g.programs_per_sm > 0
 
 
+def slice_counters(M: int, plan: LaunchPlan) -> int:
+    """Where stage 3 splits K on the programmatic chain (fp32 weights, no gelu_output copy between
+    stages 2 and 3), one counter per stage-2 row block and K slice, which stage 2 counts its stored
+    tiles on and stage 3's split programs wait on; else none."""
+    g2, g3 = for_tokens(plan.gelu_gemm, M), for_tokens(plan.input_gemm, M)
+    chain = weights_read_fp32(M, plan) and not gelu_copy_programs_per_sm(M, plan) and g3.splits > 1
+    return math.ceil(M / g2.block_m) * g3.splits if chain else 0
+
+
 def arrival_counters(M: int, plan: LaunchPlan, ws_stage4: bool) -> tuple[int, int]:
-    """Where stage 3 splits K, one counter a tile; where the warp-specialized stage 4 runs, one a
-    tile half (an MMA warpgroup's rows) of its 2 x (H I / (block_m block_n)) tiles: (stage 3's,
-    stage 4's), in one int32 workspace, zeroed by stage 1."""
+    """Where stage 3 splits K, one counter a tile (after its slice counters, slice_counters);
+    where the warp-specialized stage 4 runs, one a tile half (an MMA warpgroup's rows) of its
+    2 x (H I / (block_m block_n)) tiles: (stage 3's, stage 4's), in one int32 workspace, zeroed by
+    stage 1."""
     g3, g4 = for_tokens(plan.input_gemm, M), for_tokens(plan.weight_gemm, M)
-    stage3 = math.ceil(M / g3.block_m) * (H // g3.block_n) if g3.splits > 1 else 0
+    stage3 = slice_counters(M, plan) + math.ceil(M / g3.block_m) * (H // g3.block_n) if g3.splits > 1 else 0
     return stage3, 2 * (H * I // (g4.block_m * g4.block_n)) * 2 if ws_stage4 else 0
 
 
@@ -191,9 +201,10 @@ def stage_traffic(tokens: int, plan: LaunchPlan, copies: Fp16Copies | None = Non
          **({} if fp32_weights else weights)},
         {"grad_residual_f16": fp16(M, H), **({} if fp32_weights else fc1 | fc2),
          "ln_partials": ln_partials, **arrivals})
+    slices = arrivals if slice_counters(M, plan) else {}  # the one workspace (its first counters)
     gelu_backward = traffic(
-        {"grad_residual_f16": fp16(M, H), **fc2, "fc1_output": fp32(M, I)},
-        {"grad_fc1_output": fp16(M, I), "bias_partials": bias_partials},
+        {"grad_residual_f16": fp16(M, H), **fc2, "fc1_output": fp32(M, I), **slices},
+        {"grad_fc1_output": fp16(M, I), "bias_partials": bias_partials, **slices},
         gemm_flops(M, I, H))
     input_counters = arrivals if counters3 else {}  # the one workspace (its first counters3)
     input_grad = traffic(

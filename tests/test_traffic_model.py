@@ -177,12 +177,14 @@ def test_stages_move_the_buffers_the_launches_get(tokens, arch, monkeypatch):
 
 def test_stage3_split_k_bytes():
     """Split over K (128 tokens: 16 64x64 tiles, 4 splits), stage 3 also writes and reads back a
-    64x64 fp32 partial a program, and counts on one int32 counter a tile that stage 1 zeroes."""
+    64x64 fp32 partial a program, and counts on one int32 counter a tile that stage 1 zeroes; on the
+    programmatic chain also on one counter per row block (2) and K slice, which stage 2 counts on."""
     split, unsplit = (tm.stage_traffic(128, PLAN), tm.stage_traffic(128, dataclasses.replace(
         PLAN, input_gemm=((configs.ANY_TOKENS, dataclasses.replace(PLAN.input_gemm[0][1], splits=1)),))))
-    partials, counters = 16 * 4 * 64 * 64 * 4, 16 * 4
+    partials, counters = 16 * 4 * 64 * 64 * 4, (2 * 4 + 16) * 4
     assert split[tm.INPUT_GRAD]["bytes"] - unsplit[tm.INPUT_GRAD]["bytes"] == 2 * (partials + counters)
     assert split[tm.LAYERNORM]["bytes"] - unsplit[tm.LAYERNORM]["bytes"] == counters
+    assert split[tm.GELU]["bytes"] - unsplit[tm.GELU]["bytes"] == 2 * counters
 
 
 def test_stage2_at_131072_tokens():
