@@ -621,29 +621,32 @@ def stage_spans(windows: list[dict]) -> dict[str, float]:
     return {stage: statistics.median(v) for stage, v in sorted(spans.items())}
 
 
-def serial_rows(path: Path, side: str) -> tuple[dict, list[dict]]:
-    """Per workload of a bench/ab.py results file: `side`'s call and the GEMM reference (medians over
-    the rounds) beside the serial estimate; and the file's provenance."""
+def serial_rows(path: Path, side: str, tokens: list[int] | None = None) -> tuple[dict, list[dict]]:
+    """Per workload of a bench/ab.py results file (those of `tokens` only, if given): `side`'s call and
+    the GEMM reference (medians over the rounds) beside the serial estimate; and the file's provenance."""
     try:
         measurement = json.loads(path.read_text(encoding="utf-8"))
         rows, source = measurement["rows"], measurement.get("provenance", {})
         measured = [(r["tokens"], [t["us"] for t in r["times"][side]], [t["us"] for t in r["times"]["gemm_reference"]],
-                     [t.get("kernel_windows_us", {}) for t in r["times"][side]]) for r in rows]
+                     [t.get("kernel_windows_us", {}) for t in r["times"][side]]) for r in rows
+                    if not tokens or r["tokens"] in tokens]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UsageError(f"{path}: not a bench/ab.py results file with side {side!r} "
                          f"({type(e).__name__}: {e})"[:300]) from e
     out = []
-    for tokens, call, reference, windows in measured:
-        if not (isinstance(tokens, int) and tokens >= 1 and call and reference
+    for m, call, reference, windows in measured:
+        if not (isinstance(m, int) and m >= 1 and call and reference
                 and all(isinstance(v, (int, float)) and v > 0 for v in call + reference)):
-            raise UsageError(f"{path}: a row's tokens or times are not positive numbers (tokens {tokens!r})")
+            raise UsageError(f"{path}: a row's tokens or times are not positive numbers (tokens {m!r})")
         try:
             spans = stage_spans(windows)
-        except (TypeError, ValueError) as e:
-            raise UsageError(f"{path}: a row's kernel_windows_us are not (start, end) pairs (tokens {tokens})") from e
+        except (AttributeError, TypeError, ValueError) as e:
+            raise UsageError(f"{path}: a row's kernel_windows_us are not (start, end) pairs (tokens {m})") from e
         call_us, reference_us = statistics.median(call), statistics.median(reference)
-        out.append({**serial_estimate(tokens, reference_us), "call_us": call_us, "call_ratio": call_us / reference_us,
+        out.append({**serial_estimate(m, reference_us), "call_us": call_us, "call_ratio": call_us / reference_us,
                     "stage_spans_us": spans})
+    if not out:
+        raise UsageError(f"{path}: no rows" + (f" for tokens {tokens}" if tokens else ""))
     return source, out
 
 
@@ -668,7 +671,8 @@ MAX_TOKENS = 2**31 - 1  # a bound on what the model is asked, far above any work
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Bytes and FLOPs of each stage kernel, its roofline, and a predicted time")
-    parser.add_argument("--tokens", type=int, nargs="+", help="token counts (default 128 2984 131072; with --kernels: a filter)")
+    parser.add_argument("--tokens", type=int, nargs="+",
+                        help="token counts (default 128 2984 131072; with --kernels or --serial: a filter)")
     parser.add_argument("--kernels", type=Path, help="a profile_stages results file: roofline of its measured kernel times")
     parser.add_argument("--serial", type=Path, metavar="AB_FILE",
                         help="a bench/ab.py results file: each workload's call against the serial estimate")
@@ -678,15 +682,22 @@ def main(argv=None) -> int:
     try:
         if args.tokens and not all(1 <= t <= MAX_TOKENS for t in args.tokens):
             raise UsageError(f"--tokens must be between 1 and {MAX_TOKENS}")
+        if not args.serial and (args.out or args.side != "checkout"):
+            raise UsageError("--side and --out go with --serial")
+        if args.serial and args.kernels:
+            raise UsageError("--serial and --kernels: one at a time")
         if args.serial:
-            source, rows = serial_rows(args.serial, args.side)
+            source, rows = serial_rows(args.serial, args.side, args.tokens)
             if args.out:
                 method = (f"bench/traffic_model.py --serial {args.serial} --side {args.side} (no GPU): per workload the "
                           f"side's call and the GEMM reference of that file (medians over its rounds) beside the serial "
                           f"estimate (traffic_model.serial_estimate, {SERIAL_TBPS} TB/s)")
                 out = {"provenance": {"commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                       "method": method, "measurement": source}, "rows": rows}
-                args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+                try:
+                    args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+                except OSError as e:
+                    raise UsageError(f"--out {args.out}: cannot write it ({e.strerror or e})") from e
             print("\n".join(serial_table(rows, args.serial, args.side)))
             return 0
         if args.kernels:

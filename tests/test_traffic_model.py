@@ -321,7 +321,11 @@ def test_stage_spans():
 @pytest.mark.parametrize("argv", (["--kernels", "no/such.json"], ["--kernels", str(ROOT / "definition.json")],
                                   ["--kernels", str(OVERLAP), "--tokens", "5"], ["--tokens", "0"],
                                   ["--tokens", str(2**70)], ["--serial", "no/such.json"], ["--serial", str(OVERLAP)],
-                                  ["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--side", "v37"]))
+                                  ["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--side", "v37"],
+                                  ["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--tokens", "5"],
+                                  ["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--kernels", str(OVERLAP)],
+                                  ["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--out", "no/such/dir/x.json"],
+                                  ["--out", "x.json"], ["--side", "v38"]))
 def test_cli_bad_use_is_one_line(argv, capsys):
     assert tm.main(argv) == 2
     err = capsys.readouterr().err
