@@ -593,9 +593,9 @@ def serial_estimate(tokens: int, reference_us: float, tbps: float = SERIAL_TBPS)
     stage2 = traffic({"grad_residual_f16": fp16(tokens, H), "fc1_output": fp32(tokens, I)},
                      {"grad_fc1_output": fp16(tokens, I)})
     stage1_us, stage2_us = (t["bytes"] / (tbps * 1e12) * 1e6 for t in (stage1, stage2))
-    estimate = reference_us + stage1_us + max(0.0, stage2_us - reference_us / 4)
-    # each stage's part of the estimate
+    # each stage's part of the estimate: the reference's GEMMs (a quarter each) and the bytes beside them
     shares = {"1": stage1_us, "2": max(stage2_us, reference_us / 4), "3": reference_us / 4, "4": reference_us / 2}
+    estimate = sum(shares.values())
     return {"tokens": tokens, "reference_us": reference_us, "stage1_bytes_us": stage1_us,
             "stage2_bytes_us": stage2_us, "estimate_us": estimate, "estimate_ratio": estimate / reference_us,
             "stage_shares_us": shares}

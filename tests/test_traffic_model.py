@@ -19,6 +19,7 @@ from solution.launches import Buffer, Tiles, describe_call
 
 PLAN = configs.PLANS["sm_100"]  # both stage-4 layouts (sm_90's plan makes the fp16 copies at every size)
 OVERLAP = ROOT / "results" / "overlap_6a1d1d9.json"
+AB_V39 = ROOT / "results" / "ab_b9a5b37_h100.json"  # bench/ab.py, H100: v39 against v38, with the GEMM reference
 TOKENS = (128, 1163, 2984, 16384, 131072)
 
 
@@ -301,7 +302,7 @@ def test_serial_estimate_arithmetic():
 def test_cli_serial(tmp_path, capsys):
     """The stored v39 A/B (H100): at 131072 tokens the call 1.55x the reference, the estimate 1.28x."""
     out = tmp_path / "serial.json"
-    assert tm.main(["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--out", str(out)]) == 0
+    assert tm.main(["--serial", str(AB_V39), "--out", str(out)]) == 0
     estimate, spans = (line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["131072"])
     assert estimate[3:] == ["1.55", "231.4", "601.7", "2004.7", "1.28"]
     assert spans[1:] == ["233.9", "/", "231.4", "785.5", "/", "601.7", "514.8", "/", "390.6", "889.2", "/", "781.1"]
@@ -321,10 +322,10 @@ def test_stage_spans():
 @pytest.mark.parametrize("argv", (["--kernels", "no/such.json"], ["--kernels", str(ROOT / "definition.json")],
                                   ["--kernels", str(OVERLAP), "--tokens", "5"], ["--tokens", "0"],
                                   ["--tokens", str(2**70)], ["--serial", "no/such.json"], ["--serial", str(OVERLAP)],
-                                  ["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--side", "v37"],
-                                  ["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--tokens", "5"],
-                                  ["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--kernels", str(OVERLAP)],
-                                  ["--serial", str(ROOT / "results" / "ab_b9a5b37_h100.json"), "--out", "no/such/dir/x.json"],
+                                  ["--serial", str(AB_V39), "--side", "v37"],
+                                  ["--serial", str(AB_V39), "--tokens", "5"],
+                                  ["--serial", str(AB_V39), "--kernels", str(OVERLAP)],
+                                  ["--serial", str(AB_V39), "--out", "no/such/dir/x.json"],
                                   ["--out", "x.json"], ["--side", "v38"]))
 def test_cli_bad_use_is_one_line(argv, capsys):
     assert tm.main(argv) == 2
